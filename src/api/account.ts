@@ -1,0 +1,50 @@
+/** The organization's settings: default webhook and telephony credentials (DECISIONS 6). */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Store } from '../store/index.js';
+import type { AccountSettings } from '../store/account.js';
+import { maskSecret } from '../webhooks/secrets.js';
+import { webhookFromInput, webhookView } from './numbers.js';
+import { Account, AccountPatchBody, errorResponses } from './schemas.js';
+
+export const accountRoutes =
+  (store: Store): FastifyPluginAsyncZod =>
+  async (app) => {
+    const tags = ['account'];
+    const one = z.object({ account: Account });
+
+    const view = (org: { id: string; name: string }, s: AccountSettings, showSecret = false) => ({
+      id: org.id,
+      name: org.name,
+      webhook: webhookView(s.webhook, showSecret),
+      telephony: {
+        twilio: s.twilio
+          ? { account_sid: s.twilio.account_sid, auth_token: maskSecret(s.twilio.auth_token) }
+          : null,
+      },
+    });
+
+    app.get('/account', {
+      schema: { tags, summary: 'Get the organization settings', response: { 200: one, ...errorResponses } },
+      handler: async (request) => ({
+        account: view(request.organization, await store.account.get(request.organization.id)),
+      }),
+    });
+
+    app.patch('/account', {
+      schema: {
+        tags,
+        summary: 'Set the default webhook and the telephony credentials (null clears one)',
+        body: AccountPatchBody,
+        response: { 200: one, ...errorResponses },
+      },
+      handler: async (request) => {
+        const { webhook, generated } = webhookFromInput(request.body.webhook);
+        const settings = await store.account.update(request.organization.id, {
+          webhook,
+          twilio: request.body.telephony?.twilio,
+        });
+        return { account: view(request.organization, settings, generated) };
+      },
+    });
+  };

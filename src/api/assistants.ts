@@ -1,0 +1,118 @@
+/** Assistants: SPEC 2.5 and 4.3, DECISIONS 5. */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import {
+  applyAssistantPatch,
+  assistantProblems,
+  effectiveAssistant,
+  type AssistantFields,
+} from '../../engine/assistant.js';
+import type { Store } from '../store/index.js';
+import type { StoredAssistant } from '../store/assistants.js';
+import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
+import { invalidRequest, notFound } from './errors.js';
+import {
+  Assistant,
+  AssistantCreateBody,
+  AssistantPatchBody,
+  ErrorBody,
+  errorResponses,
+  IdParams,
+} from './schemas.js';
+
+/** The stored fields checked as a whole; a webhook URL without a secret gets one generated. */
+function prepare(fields: AssistantFields): { fields: AssistantFields; generatedSecret: boolean } {
+  const problems = assistantProblems(fields);
+  if (problems.length > 0) throw invalidRequest(problems, 'The assistant is not valid.');
+  if (fields.webhook_url && !fields.webhook_secret) {
+    return { fields: { ...fields, webhook_secret: generateWebhookSecret() }, generatedSecret: true };
+  }
+  return { fields, generatedSecret: false };
+}
+
+export function assistantView(stored: StoredAssistant, showSecret = false) {
+  const { realtime: _derived, ...effective } = effectiveAssistant(stored.fields);
+  const secret = effective.webhook_secret;
+  return {
+    id: stored.id,
+    ...effective,
+    webhook_secret: secret && !showSecret ? maskSecret(secret) : secret,
+    created_at: stored.created_at,
+    updated_at: stored.updated_at,
+  };
+}
+
+export const assistantRoutes =
+  (store: Store): FastifyPluginAsyncZod =>
+  async (app) => {
+    const tags = ['assistants'];
+    const one = z.object({ assistant: Assistant });
+
+    app.post('/assistants', {
+      schema: {
+        tags,
+        summary: 'Create an assistant (name required; pipeline assistants also need tts_config)',
+        body: AssistantCreateBody,
+        response: { 201: one, ...errorResponses },
+      },
+      handler: async (request, reply) => {
+        const { fields, generatedSecret } = prepare(request.body as AssistantFields);
+        const stored = await store.assistants.create(request.organization.id, fields);
+        return reply.code(201).send({ assistant: assistantView(stored, generatedSecret) });
+      },
+    });
+
+    app.get('/assistants', {
+      schema: {
+        tags,
+        summary: "List the organization's assistants, oldest first",
+        response: { 200: z.object({ assistants: z.array(Assistant) }), ...errorResponses },
+      },
+      handler: async (request) => ({
+        assistants: (await store.assistants.list(request.organization.id)).map((a) => assistantView(a)),
+      }),
+    });
+
+    app.get('/assistants/:id', {
+      schema: { tags, summary: 'Get an assistant', params: IdParams, response: { 200: one, ...errorResponses } },
+      handler: async (request) => {
+        const stored = await store.assistants.get(request.organization.id, request.params.id);
+        if (!stored) throw notFound('assistant', request.params.id);
+        return { assistant: assistantView(stored) };
+      },
+    });
+
+    app.patch('/assistants/:id', {
+      schema: {
+        tags,
+        summary: 'Update an assistant: provided top-level fields replaced whole, null resets to the default',
+        params: IdParams,
+        body: AssistantPatchBody,
+        response: { 200: one, ...errorResponses },
+      },
+      handler: async (request) => {
+        let generated = false;
+        const stored = await store.assistants.update(request.organization.id, request.params.id, (current) => {
+          const result = prepare(applyAssistantPatch(current, request.body));
+          generated = result.generatedSecret;
+          return result.fields;
+        });
+        if (!stored) throw notFound('assistant', request.params.id);
+        return { assistant: assistantView(stored, generated) };
+      },
+    });
+
+    app.delete('/assistants/:id', {
+      schema: {
+        tags,
+        summary: 'Delete an assistant (409 while a number uses it)',
+        params: IdParams,
+        response: { 204: z.undefined(), 409: ErrorBody.describe('In use'), ...errorResponses },
+      },
+      handler: async (request, reply) => {
+        const deleted = await store.assistants.delete(request.organization.id, request.params.id);
+        if (!deleted) throw notFound('assistant', request.params.id);
+        return reply.code(204).send();
+      },
+    });
+  };

@@ -1,0 +1,40 @@
+/** The platform catalog that validation uses (DECISIONS 4). */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { defaultCatalog, type ProviderKind } from '../../engine/catalog.js';
+import { errorResponses } from './schemas.js';
+
+const KINDS: ProviderKind[] = ['llm', 'realtime', 'stt', 'tts'];
+
+const CatalogProvider = z.object({
+  id: z.string(),
+  description: z.string(),
+  models: z.array(z.string()).nullable().describe('null: any model name is accepted'),
+  default_model: z.string().nullable(),
+  languages: z.record(z.string(), z.array(z.string())).nullable().optional(),
+  default_language: z.string().optional(),
+  voices: z.array(z.string()).nullable().optional().describe('null: voices are not enumerated'),
+  default_voice: z.string().optional(),
+  requires_url: z.boolean().optional(),
+});
+
+const catalogView = Object.fromEntries(
+  KINDS.map((kind) => [
+    kind,
+    defaultCatalog.providers.filter((p) => p.kind === kind).map(({ kind: _kind, ...p }) => p),
+  ]),
+);
+
+export const catalogRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.get('/catalog', {
+    schema: {
+      tags: ['catalog'],
+      summary: 'Providers, models, languages and voices by kind (llm, realtime, stt, tts)',
+      response: {
+        200: z.object({ catalog: z.object(Object.fromEntries(KINDS.map((k) => [k, z.array(CatalogProvider)]))) }),
+        ...errorResponses,
+      },
+    },
+    handler: async () => ({ catalog: catalogView }),
+  });
+};

@@ -1,0 +1,110 @@
+/**
+ * One error type for every API failure, each with a stable `error` phrase (DECISIONS 2), and the
+ * Fastify error handler that turns anything thrown into exactly those bodies.
+ */
+import type { FastifyError, FastifyInstance } from 'fastify';
+import type { z } from 'zod';
+import { formatZodIssues } from '../../engine/validate.js';
+import { ConflictError, InUseError, UnknownReferenceError } from '../store/errors.js';
+
+export interface ErrorBody {
+  error: string;
+  message?: string;
+  details?: string[];
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly error: string,
+    message?: string,
+    readonly details?: string[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message ?? error);
+  }
+
+  body(): ErrorBody {
+    const body: ErrorBody = { error: this.error };
+    if (this.message && this.message !== this.error) body.message = this.message;
+    if (this.details) body.details = this.details;
+    return body;
+  }
+}
+
+export const invalidRequest = (details: string[], message = 'The request is not valid.') =>
+  new ApiError(400, 'Invalid request', message, details);
+export const invalidDefinition = (details: string[]) =>
+  new ApiError(400, 'Invalid workflow definition', undefined, details);
+export const invalidApiKey = (message: string) => new ApiError(401, 'Invalid API key', message);
+export const notFound = (what: string, id: string) =>
+  new ApiError(404, 'Not found', `No ${what} with id ${JSON.stringify(id)}.`);
+export const inUse = (message: string, details: string[]) =>
+  new ApiError(409, 'In use', message, details);
+
+/** A request part that failed its zod schema (params, query, body, headers). */
+export class RequestValidationError extends Error {
+  constructor(
+    readonly part: string,
+    readonly issues: readonly z.core.$ZodIssue[],
+  ) {
+    super(`invalid ${part}`);
+  }
+}
+
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .code(404)
+      .send({ error: 'Not found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
+  });
+
+  app.setErrorHandler((err: FastifyError | ApiError | RequestValidationError, request, reply) => {
+    const apiError = toApiError(err, request.id);
+    if (apiError.statusCode >= 500) {
+      request.log.error({ err }, 'request failed');
+    } else {
+      request.log.info({ status: apiError.statusCode, error: apiError.error }, 'request refused');
+    }
+    void reply.headers(apiError.headers).code(apiError.statusCode).send(apiError.body());
+  });
+}
+
+function toApiError(err: unknown, requestId: string): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof InUseError) {
+    const count = err.numbers.length;
+    return inUse(
+      `The ${err.resource} is used by ${count} phone number${count === 1 ? '' : 's'}; detach ${count === 1 ? 'it' : 'them'} with PATCH /numbers/{id} (${err.resource}_id: null) first.`,
+      err.numbers.map((n) => `number ${n.id} (${n.number})`),
+    );
+  }
+  if (err instanceof UnknownReferenceError || err instanceof ConflictError) {
+    return invalidRequest(err.details);
+  }
+  if (err instanceof RequestValidationError) {
+    const where = err.part === 'params' ? 'path' : err.part === 'querystring' ? 'query' : err.part;
+    if (err.part === 'params') return new ApiError(404, 'Not found', 'No such resource.');
+    return invalidRequest(formatZodIssues(err.issues, where === 'body' ? '' : where));
+  }
+  const e = err as FastifyError;
+  switch (e.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return invalidRequest([`body: ${e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'empty, but Content-Type is application/json' : 'malformed JSON'}`]);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return invalidRequest(['body: Content-Type must be application/json']);
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return invalidRequest(['body: Content-Length does not match the body']);
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'Payload too large', 'The request body is over the 1 MiB limit.');
+    default:
+      break;
+  }
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    if (e.statusCode === 413) return new ApiError(413, 'Payload too large', e.message);
+    if (e.statusCode === 429) return new ApiError(429, 'Too many requests', e.message);
+    return invalidRequest([e.message]);
+  }
+  return new ApiError(500, 'Internal error', `request ${requestId}`);
+}

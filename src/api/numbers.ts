@@ -1,0 +1,119 @@
+/** Phone numbers: DECISIONS 6, SPEC 4.2 (attaching and detaching workflows). */
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { WEBHOOK_EVENT_TYPES } from '../../engine/schema.js';
+import type { Store } from '../store/index.js';
+import type { PhoneNumber as StoredNumber, WebhookSettings } from '../store/numbers.js';
+import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
+import { notFound } from './errors.js';
+import {
+  errorResponses,
+  IdParams,
+  NumberCreateBody,
+  NumberPatchBody,
+  PhoneNumber,
+  WebhookSettingsInput,
+} from './schemas.js';
+
+/** Completes webhook settings from a request: all events by default, a generated secret. */
+export function webhookFromInput(
+  input: z.infer<typeof WebhookSettingsInput> | null | undefined,
+): { webhook: WebhookSettings | null | undefined; generated: boolean } {
+  if (input === undefined || input === null) return { webhook: input, generated: false };
+  const generated = input.secret === undefined;
+  return {
+    webhook: {
+      url: input.url,
+      secret: input.secret ?? generateWebhookSecret(),
+      events: input.events ?? [...WEBHOOK_EVENT_TYPES],
+    },
+    generated,
+  };
+}
+
+export function webhookView(webhook: WebhookSettings | null, showSecret: boolean) {
+  if (!webhook) return null;
+  return { ...webhook, secret: webhook.secret && !showSecret ? maskSecret(webhook.secret) : webhook.secret };
+}
+
+const numberView = (n: StoredNumber, showSecret = false) => ({
+  ...n,
+  webhook: webhookView(n.webhook, showSecret),
+});
+
+export const numberRoutes =
+  (store: Store): FastifyPluginAsyncZod =>
+  async (app) => {
+    const tags = ['numbers'];
+    const one = z.object({ number: PhoneNumber });
+
+    app.post('/numbers', {
+      schema: {
+        tags,
+        summary: 'Register a phone number (E.164, unique)',
+        body: NumberCreateBody,
+        response: { 201: one, ...errorResponses },
+      },
+      handler: async (request, reply) => {
+        const { webhook, generated } = webhookFromInput(request.body.webhook);
+        const created = await store.numbers.create(request.organization.id, {
+          ...request.body,
+          webhook: webhook ?? null,
+        });
+        return reply.code(201).send({ number: numberView(created, generated) });
+      },
+    });
+
+    app.get('/numbers', {
+      schema: {
+        tags,
+        summary: "List the organization's phone numbers, oldest first",
+        response: { 200: z.object({ numbers: z.array(PhoneNumber) }), ...errorResponses },
+      },
+      handler: async (request) => ({
+        numbers: (await store.numbers.list(request.organization.id)).map((n) => numberView(n)),
+      }),
+    });
+
+    app.get('/numbers/:id', {
+      schema: { tags, summary: 'Get a phone number', params: IdParams, response: { 200: one, ...errorResponses } },
+      handler: async (request) => {
+        const found = await store.numbers.get(request.organization.id, request.params.id);
+        if (!found) throw notFound('number', request.params.id);
+        return { number: numberView(found) };
+      },
+    });
+
+    app.patch('/numbers/:id', {
+      schema: {
+        tags,
+        summary: 'Update a phone number; workflow_id attaches a workflow (UUID) or detaches it (null)',
+        params: IdParams,
+        body: NumberPatchBody,
+        response: { 200: one, ...errorResponses },
+      },
+      handler: async (request) => {
+        const { webhook, generated } = webhookFromInput(request.body.webhook);
+        const updated = await store.numbers.update(request.organization.id, request.params.id, {
+          ...request.body,
+          webhook,
+        });
+        if (!updated) throw notFound('number', request.params.id);
+        return { number: numberView(updated, generated) };
+      },
+    });
+
+    app.delete('/numbers/:id', {
+      schema: {
+        tags,
+        summary: 'Delete a phone number',
+        params: IdParams,
+        response: { 204: z.undefined(), ...errorResponses },
+      },
+      handler: async (request, reply) => {
+        const deleted = await store.numbers.delete(request.organization.id, request.params.id);
+        if (!deleted) throw notFound('number', request.params.id);
+        return reply.code(204).send();
+      },
+    });
+  };

@@ -1,0 +1,154 @@
+/**
+ * Request and response schemas of the REST API, from the engine's schemas. Responses are
+ * documented (OpenAPI) but serialized as they are, without a second validation.
+ */
+import { z } from 'zod';
+import {
+  E164,
+  HttpUrl,
+  LIMITS,
+  WebhookEvents,
+  WorkflowDefinition,
+  assistantFields,
+} from '../../engine/schema.js';
+import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
+
+const definitionJsonSchema = (() => {
+  const js = z.toJSONSchema(WorkflowDefinition, {
+    target: 'openapi-3.0',
+    io: 'input',
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
+  delete js.$schema;
+  return js;
+})();
+
+/**
+ * The definition is checked by the engine's validator, which reports every problem at once
+ * (graph and catalog rules too), so the request schema takes any value and documents the shape.
+ */
+export const DefinitionInput = z.unknown().meta({
+  ...definitionJsonSchema,
+  description:
+    'Workflow definition (graph of nodes and edges); every problem is reported in one 400 response.',
+});
+
+export const IdParams = z.strictObject({ id: z.uuid() });
+
+export const ErrorBody = z.object({
+  error: z.string(),
+  message: z.string().optional(),
+  details: z.array(z.string()).optional(),
+});
+
+const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
+const WorkflowName = z.string().min(1).max(LIMITS.nameLength);
+
+export const WorkflowCreateBody = z.strictObject({
+  name: WorkflowName,
+  definition: DefinitionInput,
+  is_active: z.boolean().optional(),
+});
+
+export const WorkflowPatchBody = z.strictObject({
+  name: WorkflowName.optional(),
+  definition: DefinitionInput.optional(),
+  is_active: z.boolean().optional(),
+});
+
+export const Workflow = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  is_active: z.boolean(),
+  definition: WorkflowDefinition,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+export const WorkflowSummary = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  is_active: z.boolean(),
+  entry_node: z.string(),
+  node_count: z.number().int(),
+  edge_count: z.number().int(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+export const AssistantCreateBody = AssistantCreate;
+export const AssistantPatchBody = AssistantPatch;
+
+export const Assistant = z.object({
+  id: z.uuid(),
+  ...Object.fromEntries(Object.entries(assistantFields).map(([k, s]) => [k, s.nullable()])),
+  webhook_secret: z.string().nullable().describe('masked (whsec_…abcd) except in the response that generated it'),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+export const WebhookSettingsInput = z.strictObject({
+  url: HttpUrl,
+  secret: z.string().min(8).max(512).optional().describe('generated (whsec_...) when omitted'),
+  events: WebhookEvents.optional().describe('default: all four event types'),
+});
+
+export const WebhookSettings = z.object({
+  url: z.string(),
+  secret: z.string().nullable(),
+  events: z.array(z.string()),
+});
+
+export const NumberCreateBody = z.strictObject({
+  number: E164,
+  name: z.string().max(LIMITS.nameLength).nullable().optional(),
+  provider: z.literal('twilio').optional(),
+  assistant_id: z.uuid().nullable().optional(),
+  workflow_id: z.uuid().nullable().optional(),
+  webhook: WebhookSettingsInput.nullable().optional(),
+});
+
+export const NumberPatchBody = NumberCreateBody.partial();
+
+export const PhoneNumber = z.object({
+  id: z.uuid(),
+  number: z.string(),
+  name: z.string().nullable(),
+  provider: z.literal('twilio'),
+  assistant_id: z.uuid().nullable(),
+  workflow_id: z.uuid().nullable(),
+  webhook: WebhookSettings.nullable(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+export const AccountPatchBody = z.strictObject({
+  webhook: WebhookSettingsInput.nullable().optional(),
+  telephony: z
+    .strictObject({
+      twilio: z
+        .strictObject({
+          account_sid: z.string().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
+          auth_token: z.string().min(8).max(256),
+        })
+        .nullable()
+        .optional(),
+    })
+    .optional(),
+});
+
+export const Account = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  webhook: WebhookSettings.nullable(),
+  telephony: z.object({
+    twilio: z.object({ account_sid: z.string(), auth_token: z.string() }).nullable(),
+  }),
+});
+
+export const errorResponses = {
+  400: ErrorBody.describe('Invalid request'),
+  401: ErrorBody.describe('Invalid API key'),
+  404: ErrorBody.describe('Not found'),
+  429: ErrorBody.describe('Too many requests'),
+};

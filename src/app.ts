@@ -1,0 +1,109 @@
+/** Assembles the Fastify app from the rooms: API routes, auth, errors, OpenAPI. */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import fastifyRateLimit from '@fastify/rate-limit';
+import { jsonSchemaTransform, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { Store } from './store/index.js';
+import { registerAuth } from './api/auth.js';
+import { ApiError, registerErrorHandler, RequestValidationError } from './api/errors.js';
+import { workflowRoutes } from './api/workflows.js';
+import { assistantRoutes } from './api/assistants.js';
+import { numberRoutes } from './api/numbers.js';
+import { accountRoutes } from './api/account.js';
+import { catalogRoutes } from './api/catalog.js';
+import { VERSION } from './version.js';
+
+export interface AppOptions {
+  config: Config;
+  store: Store;
+  logger: Logger;
+}
+
+export const BODY_LIMIT = 1024 * 1024;
+
+export async function buildApp({ config, store, logger }: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT,
+    genReqId: () => randomUUID(),
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler<z.ZodType>(({ schema, httpPart }) => (data) => {
+    const result = schema.safeParse(data);
+    return result.success
+      ? { value: result.data }
+      : { error: new RequestValidationError(httpPart ?? 'body', result.error.issues) };
+  });
+  // responses are built by our own code from typed values: no second validation on the way out
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  registerErrorHandler(app);
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Switchboard API',
+        version: VERSION,
+        description:
+          'Workflows, assistants, numbers and account settings of a Switchboard deployment. ' +
+          'Every endpoint except /healthz and /readyz needs `Authorization: Bearer <API key>`.',
+      },
+      components: {
+        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', bearerFormat: 'sk_live_...' } },
+      },
+      security: [{ apiKey: [] }],
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  app.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness', security: [] } }, async () => ({
+    status: 'ok',
+  }));
+  app.get(
+    '/readyz',
+    { schema: { tags: ['health'], summary: 'Readiness: the database answers', security: [] } },
+    async (request, reply) => {
+      try {
+        await store.db.query('SELECT 1');
+        return { status: 'ready', database: store.db.kind };
+      } catch (err) {
+        request.log.warn({ err }, 'database not reachable');
+        return reply.code(503).send({ error: 'Not ready', message: 'The database does not answer.' });
+      }
+    },
+  );
+
+  await app.register(async (api) => {
+    registerAuth(api, store.keys);
+    if (config.RATE_LIMIT_PER_MINUTE > 0) {
+      await api.register(fastifyRateLimit, {
+        hook: 'preHandler',
+        max: config.RATE_LIMIT_PER_MINUTE,
+        timeWindow: 60_000,
+        keyGenerator: (request) => request.organization?.id ?? request.ip,
+        errorResponseBuilder: (_request, context) =>
+          new ApiError(
+            429,
+            'Too many requests',
+            `Over ${context.max} requests per minute for this organization; retry in ${Math.ceil(context.ttl / 1000)} s.`,
+          ),
+      });
+    }
+    await api.register(workflowRoutes(store));
+    await api.register(assistantRoutes(store));
+    await api.register(numberRoutes(store));
+    await api.register(accountRoutes(store));
+    await api.register(catalogRoutes);
+  });
+
+  return app;
+}

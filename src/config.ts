@@ -1,0 +1,48 @@
+/** Environment → typed configuration, read once at start-up. */
+import { z } from 'zod';
+
+const Port = z.coerce.number().int().min(0).max(65_535);
+
+const ConfigSchema = z.object({
+  PORT: Port.default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: z.string().min(1).optional(),
+  REDIS_URL: z.string().min(1).optional(),
+  PUBLIC_URL: z.url().optional(),
+  WEBHOOK_ALLOW_PRIVATE: z.stringbool().default(false),
+  TWILIO_API_BASE: z.url().default('https://api.twilio.com'),
+  DEEPGRAM_API_BASE: z.url().default('https://api.deepgram.com'),
+  OPENAI_API_BASE: z.url().default('https://api.openai.com'),
+  ELEVENLABS_API_BASE: z.url().default('https://api.elevenlabs.io'),
+  DEEPGRAM_API_KEY: z.string().min(1).optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  ELEVENLABS_API_KEY: z.string().min(1).optional(),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info'),
+  /** Requests per minute per API key; 0 turns the limit off. */
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(6000),
+  /** Seconds a stopping process waits for requests (and later, live calls) to finish. */
+  SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).default(30),
+});
+
+export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Reads the configuration from `env`; empty strings count as unset. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const cleaned = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ''),
+  );
+  const parsed = ConfigSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const c = parsed.data;
+  return { ...c, PUBLIC_URL: c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}` };
+}

@@ -1,0 +1,186 @@
+/**
+ * One small interface over PostgreSQL (`pg`) and the embedded PGlite, so that the repositories
+ * run the same SQL on both.
+ */
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { acquireDataDirLock, type DataDirLock } from './lock.js';
+
+export interface QueryResult<T> {
+  rows: T[];
+}
+
+export interface Queryable {
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<T>>;
+}
+
+export interface Db extends Queryable {
+  readonly kind: 'postgres' | 'pglite';
+  /** Runs `fn` in one transaction; rolls back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL error with its SQLSTATE code (both drivers report `code`, `constraint`). */
+export interface PgError extends Error {
+  code?: string;
+  constraint?: string;
+}
+
+export function isPgError(err: unknown, code: string): err is PgError {
+  return typeof err === 'object' && err !== null && (err as PgError).code === code;
+}
+
+export const PG_FOREIGN_KEY_VIOLATION = '23503';
+export const PG_UNIQUE_VIOLATION = '23505';
+/** ON DELETE RESTRICT reports this rather than 23503. */
+export const PG_RESTRICT_VIOLATION = '23001';
+
+/** A delete refused because rows still reference the row. */
+export const isStillReferenced = (err: unknown) =>
+  isPgError(err, PG_RESTRICT_VIOLATION) || isPgError(err, PG_FOREIGN_KEY_VIOLATION);
+
+class PostgresDb implements Db {
+  readonly kind = 'postgres' as const;
+  constructor(private readonly pool: pg.Pool) {}
+
+  async query<T>(sql: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    const r = await this.pool.query(sql, params as unknown[]);
+    return { rows: r.rows as T[] };
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const tx: Queryable = {
+        query: async <R>(sql: string, params: unknown[] = []) => {
+          const r = await client.query(sql, params as unknown[]);
+          return { rows: r.rows as R[] };
+        },
+      };
+      const result = await fn(tx);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+class PGliteDb implements Db {
+  readonly kind = 'pglite' as const;
+  constructor(
+    private readonly db: PGlite,
+    private readonly lock: DataDirLock | null,
+  ) {}
+
+  async query<T>(sql: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    const r = await this.db.query<T>(sql, params);
+    return { rows: r.rows };
+  }
+
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.db.transaction(async (t) =>
+      fn({
+        query: async <R>(sql: string, params: unknown[] = []) => {
+          const r = await t.query<R>(sql, params);
+          return { rows: r.rows };
+        },
+      }),
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+    this.lock?.release();
+  }
+}
+
+export interface OpenDbOptions {
+  databaseUrl?: string | undefined;
+  /** Folder of the embedded database; `null` keeps it in memory (tests). */
+  dataDir?: string | null;
+}
+
+/** Opens PostgreSQL when a URL is given, else PGlite, and brings the schema up to date. */
+export async function openDb(options: OpenDbOptions): Promise<Db> {
+  let db: Db;
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    // an idle client's error (server restart) must not crash the process
+    pool.on('error', () => undefined);
+    db = new PostgresDb(pool);
+  } else if (options.dataDir) {
+    const dir = path.resolve(options.dataDir);
+    mkdirSync(dir, { recursive: true });
+    const lock = acquireDataDirLock(dir);
+    try {
+      db = new PGliteDb(await PGlite.create(path.join(dir, 'pglite')), lock);
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
+  } else {
+    db = new PGliteDb(await PGlite.create(), null);
+  }
+  try {
+    await migrate(db);
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
+  return db;
+}
+
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+// any fixed number: serializes migrations of processes starting at once on one PostgreSQL
+const MIGRATION_LOCK_KEY = 7_285_310_441;
+
+/** Applies `migrations/*.sql` not yet applied, in name order, each in its own transaction. */
+export async function migrate(db: Db): Promise<string[]> {
+  const files = readdirSync(MIGRATIONS_DIR)
+    .filter((f) => f.endsWith('.sql'))
+    .sort();
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await tx.query(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+    );
+    const done = new Set(
+      (await tx.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map(
+        (r) => r.name,
+      ),
+    );
+    const applied: string[] = [];
+    for (const file of files) {
+      if (done.has(file)) continue;
+      const sql = readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
+      for (const statement of splitSql(sql)) await tx.query(statement);
+      await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
+      applied.push(file);
+    }
+    return applied;
+  });
+}
+
+/** Splits a migration into statements (our migrations use no `;` inside strings or bodies). */
+function splitSql(sql: string): string[] {
+  return sql
+    .split('\n')
+    .filter((line) => !line.trimStart().startsWith('--'))
+    .join('\n')
+    .split(';')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}

@@ -1,0 +1,27 @@
+/** The repositories over one database. */
+import type { Db } from './db.js';
+import { AccountRepository } from './account.js';
+import { AssistantRepository } from './assistants.js';
+import { KeyRepository } from './keys.js';
+import { NumberRepository } from './numbers.js';
+import { WorkflowRepository } from './workflows.js';
+
+export interface Store {
+  db: Db;
+  keys: KeyRepository;
+  workflows: WorkflowRepository;
+  assistants: AssistantRepository;
+  numbers: NumberRepository;
+  account: AccountRepository;
+}
+
+export function createStore(db: Db): Store {
+  return {
+    db,
+    keys: new KeyRepository(db),
+    workflows: new WorkflowRepository(db),
+    assistants: new AssistantRepository(db),
+    numbers: new NumberRepository(db),
+    account: new AccountRepository(db),
+  };
+}

@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { build, pipelineAssistant, type TestApp } from '../helpers/app.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await build();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const create = (body: unknown) => t.request('POST', '/assistants', body);
+
+describe('assistants API', () => {
+  it('creates a pipeline assistant (201) and shows effective values with defaults', async () => {
+    const res = await create({ name: 'Ada', tts_config: { provider: 'elevenlabs', voice_id: 'voice-123' } });
+    expect(res.statusCode).toBe(201);
+    const a = res.json().assistant;
+    expect(a).toMatchObject({
+      name: 'Ada',
+      llm_config: { provider: 'openai', model: 'gpt-4o-mini' },
+      stt_config: { provider: 'deepgram', model: 'nova-3', language: 'en' },
+      tts_config: { provider: 'elevenlabs', voice_id: 'voice-123', model: 'eleven_flash_v2_5' },
+      webhook_events: ['assistant-request', 'tool-calls', 'status-update', 'end-of-call-report'],
+      silence_timeout_seconds: 30,
+      max_duration_seconds: 600,
+      is_active: true,
+      webhook_url: null,
+      webhook_secret: null,
+      speech_config: {
+        turn_taking: {
+          endpointing_min_delay: 0.5,
+          endpointing_max_delay: 3.0,
+          interruption_min_duration: 0.5,
+          interruption_min_words: 0,
+          false_interruption_timeout: 2.0,
+        },
+        silence: { first_check_seconds: 10, interval_seconds: 10, max_attempts: 2 },
+      },
+    });
+    expect(a.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await t.request('GET', `/assistants/${a.id}`)).json()).toEqual({ assistant: a });
+  });
+
+  it('requires name, and tts_config (with a voice) for a pipeline assistant', async () => {
+    const res = await create({});
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('Invalid request');
+    expect(res.json().details[0]).toMatch(/^name: /);
+    const noTts = await create({ name: 'x' });
+    expect(noTts.statusCode).toBe(400);
+    expect(noTts.json().details).toEqual([expect.stringMatching(/^tts_config: required for a pipeline assistant/)]);
+    const noVoice = await create({ name: 'x', tts_config: { provider: 'openai' } });
+    expect(noVoice.json().details).toEqual([expect.stringMatching(/^tts_config\.voice_id: required/)]);
+  });
+
+  it('a realtime assistant needs neither stt_config nor tts_config, and refuses them', async () => {
+    const res = await create({ name: 'Rt', llm_config: { provider: 'openai-realtime' } });
+    expect(res.statusCode).toBe(201);
+    expect(res.json().assistant).toMatchObject({
+      llm_config: { provider: 'openai-realtime', model: 'gpt-realtime' },
+      stt_config: null,
+      tts_config: null,
+    });
+    const both = await create({
+      name: 'Rt2',
+      llm_config: { provider: 'openai-realtime' },
+      tts_config: { provider: 'openai', voice_id: 'alloy' },
+    });
+    expect(both.statusCode).toBe(400);
+    expect(both.json().details[0]).toMatch(/^tts_config: not used by a realtime assistant/);
+  });
+
+  it('checks config blocks against the catalog, all problems at once', async () => {
+    const res = await create({
+      name: 'x',
+      llm_config: { provider: 'openai', model: 'gpt-2' },
+      stt_config: { provider: 'deepgram', language: 'xx' },
+      tts_config: { provider: 'openai', voice_id: 'darth' },
+    });
+    expect(res.statusCode).toBe(400);
+    const details: string[] = res.json().details;
+    expect(details.some((d) => d.startsWith('llm_config.model: unknown model "gpt-2"'))).toBe(true);
+    expect(details.some((d) => d.startsWith('stt_config.language: unknown language "xx"'))).toBe(true);
+    expect(details.some((d) => d.startsWith('tts_config.voice_id: unknown voice "darth"'))).toBe(true);
+    const unknown = await create({ name: 'x', tts_config: { provider: 'acme', voice_id: 'v' } });
+    expect(unknown.json().details[0]).toMatch(/^tts_config\.provider: unknown tts provider "acme"/);
+  });
+
+  it('type errors and unknown fields are named with their path', async () => {
+    const res = await create({
+      ...pipelineAssistant,
+      silence_timeout_seconds: 'long',
+      notification_email: 'not-an-email',
+      speech_config: { turn_taking: { endpointing_min_delay: 99 } },
+      favourite_colour: 'teal',
+    });
+    expect(res.statusCode).toBe(400);
+    const joined = res.json().details.join('\n');
+    expect(joined).toContain('silence_timeout_seconds:');
+    expect(joined).toContain('notification_email:');
+    expect(joined).toContain('speech_config.turn_taking.endpointing_min_delay:');
+    expect(joined).toContain('favourite_colour');
+  });
+
+  it('endpointing min must not exceed max, counting defaults', async () => {
+    const res = await create({ ...pipelineAssistant, speech_config: { turn_taking: { endpointing_max_delay: 0.2 } } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().details[0]).toMatch(/^speech_config\.turn_taking: endpointing_min_delay/);
+  });
+
+  it('PATCH replaces top-level fields whole; null resets to the default; name cannot be null', async () => {
+    const a = (
+      await create({ ...pipelineAssistant, silence_timeout_seconds: 45, speech_config: { end_call_message: 'Bye now' } })
+    ).json().assistant;
+    expect(a.silence_timeout_seconds).toBe(45);
+    const patched = await t.request('PATCH', `/assistants/${a.id}`, {
+      speech_config: { pronunciation: [{ from: 'SQL', to: 'sequel' }] },
+      silence_timeout_seconds: null,
+      first_message: 'Hello!',
+    });
+    expect(patched.statusCode).toBe(200);
+    const p = patched.json().assistant;
+    expect(p.silence_timeout_seconds).toBe(30);
+    expect(p.first_message).toBe('Hello!');
+    expect(p.speech_config.pronunciation).toEqual([{ from: 'SQL', to: 'sequel' }]);
+    expect(p.speech_config.end_call_message).toBe('Goodbye.');
+    expect(p.name).toBe('Receptionist');
+    const nullName = await t.request('PATCH', `/assistants/${a.id}`, { name: null });
+    expect(nullName.statusCode).toBe(400);
+    const breaking = await t.request('PATCH', `/assistants/${a.id}`, { tts_config: null });
+    expect(breaking.statusCode).toBe(400);
+    expect(breaking.json().details[0]).toMatch(/^tts_config: required/);
+    expect((await t.request('GET', `/assistants/${a.id}`)).json().assistant.tts_config).not.toBeNull();
+  });
+
+  it('webhook_secret is write-only: generated one shown once, then masked; own one always masked', async () => {
+    const res = await create({ ...pipelineAssistant, webhook_url: 'https://example.com/hooks' });
+    const a = res.json().assistant;
+    expect(a.webhook_secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    const got = (await t.request('GET', `/assistants/${a.id}`)).json().assistant;
+    expect(got.webhook_secret).toBe(`whsec_…${a.webhook_secret.slice(-4)}`);
+    const own = await t.request('PATCH', `/assistants/${a.id}`, { webhook_secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' });
+    expect(own.json().assistant.webhook_secret).toBe('whsec_…LaSw');
+    const list = (await t.request('GET', '/assistants')).json().assistants;
+    for (const x of list) expect(x.webhook_secret === null || x.webhook_secret.includes('…')).toBe(true);
+  });
+
+  it('lists oldest first, deletes (204), 404s and isolates organizations', async () => {
+    const a = (await create({ ...pipelineAssistant, name: 'One' })).json().assistant;
+    const b = (await create({ ...pipelineAssistant, name: 'Two' })).json().assistant;
+    const ids = (await t.request('GET', '/assistants')).json().assistants.map((x: { id: string }) => x.id);
+    expect(ids.indexOf(a.id)).toBeLessThan(ids.indexOf(b.id));
+    expect((await t.request('GET', `/assistants/${a.id}`, undefined, t.otherKey)).statusCode).toBe(404);
+    expect((await t.request('PATCH', `/assistants/${a.id}`, { name: 'x' }, t.otherKey)).statusCode).toBe(404);
+    expect((await t.request('DELETE', `/assistants/${a.id}`, undefined, t.otherKey)).statusCode).toBe(404);
+    expect((await t.request('DELETE', `/assistants/${a.id}`)).statusCode).toBe(204);
+    expect((await t.request('GET', `/assistants/${a.id}`)).statusCode).toBe(404);
+    expect((await t.request('GET', '/assistants/nope')).statusCode).toBe(404);
+  });
+});
