@@ -1,0 +1,215 @@
+/**
+ * One small streaming interface per provider kind, so that the call pipeline never knows which
+ * vendor it talks to. A vendor file implements one of these and knows nothing about calls.
+ *
+ * Audio at these interfaces is always G.711 μ-law, 8 kHz, mono (what Twilio sends and takes).
+ */
+import type { LlmConfig, SttConfig, TtsConfig } from '../../engine/schema.js';
+
+// ---------------------------------------------------------------------------------------------
+// Errors: a stable code per failure (undici-style), so logs, metrics and `ended_reason`
+// (`pipeline-error-<provider>`) can name them.
+
+export type ProviderErrorCode =
+  | 'PROVIDER_AUTH' // 401/403 from the vendor, or no API key configured
+  | 'PROVIDER_HTTP_ERROR' // another non-2xx answer
+  | 'PROVIDER_TIMEOUT' // no answer in time
+  | 'PROVIDER_DISCONNECTED' // the connection dropped mid-stream
+  | 'PROVIDER_PROTOCOL' // the vendor sent something we cannot read
+  | 'PROVIDER_ABORTED'; // we cancelled (barge-in, hang-up); not a failure of the vendor
+
+export class ProviderError extends Error {
+  override name = 'ProviderError';
+  constructor(
+    readonly code: ProviderErrorCode,
+    /** Catalog provider id, e.g. `deepgram`. */
+    readonly provider: string,
+    message: string,
+    readonly status?: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Where vendors are and how we authenticate to them (from `src/config.ts`). */
+export interface ProviderSettings {
+  deepgram: { baseUrl: string; apiKey?: string | undefined };
+  openai: { baseUrl: string; apiKey?: string | undefined };
+  elevenlabs: { baseUrl: string; apiKey?: string | undefined };
+  /** Request timeouts in ms (connect + first byte). */
+  timeouts?: { connectMs?: number; firstTokenMs?: number };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Speech-to-text: audio in, transcripts out.
+
+export interface Transcript {
+  text: string;
+  /** Deepgram `is_final`: this span of audio will not be transcribed again. */
+  isFinal: boolean;
+  /** Deepgram `speech_final`: the vendor's endpointing says the speaker paused. */
+  speechFinal: boolean;
+  confidence?: number;
+  /** Seconds from the start of the stream. */
+  start?: number;
+  duration?: number;
+}
+
+export interface SttEvents {
+  onTranscript(t: Transcript): void;
+  onSpeechStarted?(): void;
+  onUtteranceEnd?(): void;
+  /** A failure after connect; the session is unusable afterwards. */
+  onError(err: ProviderError): void;
+  onClose?(): void;
+}
+
+export interface SttSession {
+  /** μ-law 8 kHz frames; empty buffers are ignored. */
+  sendAudio(mulaw: Buffer): void;
+  /** Flush: transcribe what was sent so far now (end of the caller's turn). */
+  finalize(): void;
+  /** Close gracefully (CloseStream); resolves once every socket and timer is gone. */
+  close(): Promise<void>;
+}
+
+export interface SttProvider {
+  readonly id: string;
+  connect(config: SttConfig, events: SttEvents, signal?: AbortSignal): Promise<SttSession>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Language model: messages and tools in, streamed text and tool calls out.
+
+export interface LlmToolCall {
+  id: string;
+  name: string;
+  /** JSON text as the model produced it. */
+  arguments: string;
+}
+
+export type LlmMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[] }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+export interface LlmFunction {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments (`{type:'object', properties, required}`). */
+  parameters?: Record<string, unknown>;
+}
+
+export interface LlmRequest {
+  config: LlmConfig;
+  messages: LlmMessage[];
+  tools: LlmFunction[];
+  /** Aborting ends the stream at once (barge-in) and releases the connection. */
+  signal?: AbortSignal;
+}
+
+export type LlmEvent =
+  | { type: 'text'; text: string }
+  /** Emitted once, complete, when the model has finished its tool calls (deltas merged). */
+  | { type: 'tool_calls'; calls: LlmToolCall[] }
+  | { type: 'done'; finishReason: string | null };
+
+export interface LlmProvider {
+  readonly id: string;
+  /** Throws (or the iterator throws) `ProviderError`; an abort throws code `PROVIDER_ABORTED`. */
+  stream(request: LlmRequest): AsyncIterable<LlmEvent>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text-to-speech: text in (streamed), audio out.
+
+export interface TtsEvents {
+  onAudio(mulaw: Buffer): void;
+  /** All audio for the text given before `end()` has been delivered. */
+  onDone(): void;
+  onError(err: ProviderError): void;
+}
+
+/** One session per assistant reply: text is streamed in as the model produces it. */
+export interface TtsSession {
+  sendText(text: string): void;
+  /** Synthesize what was sent so far now (a sentence ended). */
+  flush(): void;
+  /** No more text; `onDone` follows when the audio is all out. */
+  end(): void;
+  /** Stop at once (barge-in): no more `onAudio`, sockets closed, nothing leaks. */
+  cancel(): void;
+}
+
+export interface TtsProvider {
+  readonly id: string;
+  open(config: TtsConfig, events: TtsEvents, signal?: AbortSignal): Promise<TtsSession>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Realtime speech-to-speech: audio both ways, plus functions.
+
+export interface RealtimeSessionOptions {
+  instructions: string;
+  tools: LlmFunction[];
+  voice?: string;
+  /** Server VAD settings derived from `speech_config.turn_taking`. */
+  turnDetection?: { silenceDurationMs?: number; prefixPaddingMs?: number; threshold?: number };
+}
+
+export interface RealtimeFunctionCall {
+  callId: string;
+  name: string;
+  arguments: string;
+}
+
+export interface RealtimeEvents {
+  /** Assistant audio (μ-law), tagged with the output item it belongs to (for truncation). */
+  onAudio(mulaw: Buffer, itemId: string): void;
+  /** The caller started speaking (server VAD): the pipeline decides about barge-in. */
+  onSpeechStarted(): void;
+  onSpeechStopped?(): void;
+  /** Transcripts of either side, when the vendor provides them. */
+  onTranscript?(role: 'user' | 'assistant', text: string, final: boolean): void;
+  onFunctionCall(call: RealtimeFunctionCall): void;
+  /** A response finished (all its audio has been sent). */
+  onResponseDone?(): void;
+  onError(err: ProviderError): void;
+  onClose?(): void;
+}
+
+export interface RealtimeSession {
+  sendAudio(mulaw: Buffer): void;
+  /** Change instructions/tools (a workflow node changed). */
+  update(options: Partial<RealtimeSessionOptions>): void;
+  /** Ask for a response now (optionally with extra instructions, e.g. "say exactly: ..."). */
+  createResponse(instructions?: string): void;
+  cancelResponse(): void;
+  /** Keep in the model's history only what the caller heard of an item. */
+  truncate(itemId: string, audioEndMs: number): void;
+  /** Answer a function call; `respond` asks for a response afterwards (default true). */
+  sendFunctionResult(callId: string, output: string, respond?: boolean): void;
+  close(): Promise<void>;
+}
+
+export interface RealtimeProvider {
+  readonly id: string;
+  connect(
+    config: LlmConfig,
+    options: RealtimeSessionOptions,
+    events: RealtimeEvents,
+    signal?: AbortSignal,
+  ): Promise<RealtimeSession>;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Every adapter, by catalog provider id; built once per process by `createProviders`. */
+export interface Providers {
+  stt: Map<string, SttProvider>;
+  llm: Map<string, LlmProvider>;
+  tts: Map<string, TtsProvider>;
+  realtime: Map<string, RealtimeProvider>;
+}
