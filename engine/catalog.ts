@@ -174,7 +174,9 @@ export interface CatalogCheckOptions {
   allowRealtime: boolean;
 }
 
-const list = (xs: string[]) => xs.map((x) => `"${x}"`).join(', ');
+/** A value inside a message: JSON-quoted and cut short (it may be anything a client sent). */
+const quote = (x: string) => JSON.stringify(x.length > 64 ? `${x.slice(0, 64)}…` : x);
+const list = (xs: string[]) => xs.map(quote).join(', ');
 
 /**
  * Every catalog problem of one config block, each prefixed with `path` (e.g. `nodes[2].tts_config`).
@@ -198,42 +200,42 @@ export function catalogProblems(
     const realtime = findProvider(catalog, 'realtime', b.provider);
     if (realtime && !options.allowRealtime) {
       return [
-        `${path}.provider: "${b.provider}" is a realtime (speech-to-speech) provider; realtime models cannot be set per node, only on the assistant`,
+        `${path}.provider: ${quote(b.provider)} is a realtime (speech-to-speech) provider; realtime models cannot be set per node, only on the assistant`,
       ];
     }
     provider = realtime;
   }
   if (!provider) {
     return [
-      `${path}.provider: unknown ${kind} provider "${b.provider}" (one of ${list(allowedProviders(catalog, kind, options))})`,
+      `${path}.provider: unknown ${kind} provider ${quote(b.provider)} (one of ${list(allowedProviders(catalog, kind, options))})`,
     ];
   }
   const problems: string[] = [];
   const model = typeof b.model === 'string' ? b.model : undefined;
   if (model !== undefined && provider.models && !provider.models.includes(model)) {
     problems.push(
-      `${path}.model: unknown model "${model}" for provider "${provider.id}" (one of ${list(provider.models)})`,
+      `${path}.model: unknown model ${quote(model)} for provider ${quote(provider.id)} (one of ${list(provider.models)})`,
     );
   }
   if (b.model === undefined && provider.default_model === null) {
-    problems.push(`${path}.model: required for provider "${provider.id}"`);
+    problems.push(`${path}.model: required for provider ${quote(provider.id)}`);
   }
   if (provider.requires_url && b.url === undefined) {
-    problems.push(`${path}.url: required for provider "${provider.id}" (the server's base URL)`);
+    problems.push(`${path}.url: required for provider ${quote(provider.id)} (the server's base URL)`);
   }
   if (kind === 'stt' && typeof b.language === 'string' && provider.languages) {
     const effectiveModel = model ?? provider.default_model ?? '';
     const languages = provider.languages[effectiveModel];
     if (languages && !languages.includes(b.language)) {
       problems.push(
-        `${path}.language: unknown language "${b.language}" for ${provider.id} model "${effectiveModel}"`,
+        `${path}.language: unknown language ${quote(b.language)} for ${provider.id} model ${quote(effectiveModel)}`,
       );
     }
   }
   if (kind === 'tts' && typeof b.voice_id === 'string' && provider.voices) {
     if (!provider.voices.includes(b.voice_id)) {
       problems.push(
-        `${path}.voice_id: unknown voice "${b.voice_id}" for provider "${provider.id}" (one of ${list(provider.voices)})`,
+        `${path}.voice_id: unknown voice ${quote(b.voice_id)} for provider ${quote(provider.id)} (one of ${list(provider.voices)})`,
       );
     }
   }

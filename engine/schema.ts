@@ -174,7 +174,7 @@ export const ConversationNode = z.strictObject({
   global_description: Text.optional(),
 });
 
-export const ToolArgumentValue = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+export const ToolArgumentValue = z.union([Text, z.number(), z.boolean(), z.null()]);
 
 export const ToolNode = z.strictObject({
   ...nodeCommon,
