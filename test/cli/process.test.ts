@@ -21,7 +21,7 @@ function tempDataDir(): string {
 }
 
 function baseEnv(dataDir: string): NodeJS.ProcessEnv {
-  const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;
   return env;
