@@ -1,0 +1,10 @@
+/** The workflow engine's public API: pure TypeScript, no I/O. */
+export * from './schema.js';
+export * from './catalog.js';
+export * from './errors.js';
+export * from './assistant.js';
+export * from './compile.js';
+export * from './prompt.js';
+export * from './session.js';
+export * from './validate.js';
+export * from './checks.js';

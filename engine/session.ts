@@ -1,0 +1,400 @@
+/**
+ * One call's engine: an XState actor over the compiled workflow. Events in, commands out,
+ * synchronously: `send(event)` returns what the service must do, in order. Save with
+ * `snapshot()` (plain JSON) and resume anywhere with `restoreCallSession`, which re-issues nothing.
+ */
+import { createActor } from 'xstate';
+import type { NodeType, Tool, WorkflowDefinition } from './schema.js';
+import {
+  CALL_EVENT_TYPES,
+  compileWorkflow,
+  type CallActor,
+  type CallContext,
+  type CallEvent,
+  type CallMachineSnapshot,
+  type CallSettings,
+  type CompiledWorkflow,
+  type EndedReason,
+  type EventRejectedCommand,
+  type HistoryMessage,
+  type MachineCommand,
+  type ProviderOverrides,
+  type RejectionCode,
+  type RunModelReason,
+  type RunModelRequest,
+  type SilencePolicy,
+} from './compile.js';
+import { DEFAULT_SILENCE as PLATFORM_SILENCE } from './assistant.js';
+import { EngineError } from './errors.js';
+import { buildModelContext, type ModelContext, type TransitionFunction } from './prompt.js';
+
+export interface CallSessionOptions {
+  /** The assistant's tools; given to the model in conversation nodes. */
+  tools?: readonly Tool[];
+  /** `speech_config.end_call_message`: said by an end node that has no `first_line`. */
+  end_call_message?: string | null;
+  /** `speech_config.silence`; missing fields take the platform defaults (`DEFAULT_SILENCE`). */
+  silence?: Partial<SilencePolicy>;
+}
+
+/** `run_model` as the service receives it: everything the model needs for this turn. */
+export interface RunModelCommand extends RunModelRequest {
+  mode: ModelContext['mode'];
+  system: string;
+  transition_functions: readonly TransitionFunction[];
+  tools: readonly Tool[];
+  /** The conversation so far (shared, read-only). */
+  messages: readonly HistoryMessage[];
+}
+
+export type Command = Exclude<MachineCommand, RunModelRequest> | RunModelCommand;
+export type CommandType = Command['type'];
+
+export type SessionStatus = 'active' | 'closing' | 'ended';
+
+export interface SessionState {
+  status: SessionStatus;
+  node_id: string;
+  node_type: NodeType;
+  /** What the call is waiting for. */
+  awaiting: 'caller' | 'tool_result' | 'model_choice' | 'closing_line' | null;
+  pending_tool_call_id: string | null;
+  ended_reason: EndedReason | null;
+  /** Node overrides in effect (empty: the assistant's own blocks). */
+  provider_overrides: ProviderOverrides;
+}
+
+export const SNAPSHOT_FORMAT = 'switchboard.call-session/1';
+
+/** A saved call: plain JSON. */
+export interface SessionSnapshot {
+  format: typeof SNAPSHOT_FORMAT;
+  definition_hash: string;
+  status: SessionStatus;
+  current_node: string;
+  ended_reason: EndedReason | null;
+  history: HistoryMessage[];
+  nodes_visited: string[];
+  /** XState's persisted snapshot; its context leaves out `history` and `nodes_visited` (above). */
+  machine: Record<string, unknown>;
+}
+
+export interface CallSession {
+  readonly workflow: CompiledWorkflow;
+  /** Enters the entry node; returns its commands. A second call returns []. */
+  start(): Command[];
+  /** Never throws: an event that does not fit is answered with an `event_rejected` command. */
+  send(event: CallEvent): Command[];
+  snapshot(): SessionSnapshot;
+  state(): SessionState;
+  history(): readonly HistoryMessage[];
+  nodesVisited(): readonly string[];
+  /** What the model would see now (conversation node, or a tool node waiting for a choice). */
+  modelContext(): ModelContext | null;
+  /** Stops the actor; later events are rejected with `CALL_ENDED`. */
+  stop(): void;
+}
+
+export type CallSessionErrorCode = 'NOT_STARTED' | 'SNAPSHOT_INVALID' | 'SNAPSHOT_DEFINITION_MISMATCH';
+
+export class CallSessionError extends EngineError {
+  declare readonly code: CallSessionErrorCode;
+
+  constructor(code: CallSessionErrorCode, message: string) {
+    super(code, message);
+    this.name = 'CallSessionError';
+  }
+}
+
+function settingsFrom(options: CallSessionOptions): CallSettings {
+  const silence = options.silence ?? {};
+  return {
+    end_call_message: options.end_call_message ?? null,
+    silence: {
+      messages: [...(silence.messages ?? PLATFORM_SILENCE.messages)],
+      // `null` (no final line) is a choice; only a missing value takes the platform default.
+      final_message: silence.final_message !== undefined ? silence.final_message : PLATFORM_SILENCE.final_message,
+      max_attempts: silence.max_attempts ?? PLATFORM_SILENCE.max_attempts,
+    },
+  };
+}
+
+function toCompiled(workflow: WorkflowDefinition | CompiledWorkflow): CompiledWorkflow {
+  return 'machine' in workflow && 'hash' in workflow ? workflow : compileWorkflow(workflow);
+}
+
+/** Starts a call on a definition (compiled once per definition, then cached) or a compiled workflow. */
+export function createCallSession(
+  workflow: WorkflowDefinition | CompiledWorkflow,
+  options: CallSessionOptions = {},
+): CallSession {
+  const compiled = toCompiled(workflow);
+  const actor = createActor(compiled.machine, { input: { settings: settingsFrom(options) } });
+  return new Session(compiled, actor, options, false);
+}
+
+/**
+ * Resumes a saved call in the same node with the same history. Nothing is re-issued: the service
+ * carried out the commands before the snapshot was taken. Throws `CallSessionError` when the
+ * snapshot is not one of this definition's.
+ */
+export function restoreCallSession(
+  workflow: WorkflowDefinition | CompiledWorkflow,
+  snapshot: SessionSnapshot,
+  options: CallSessionOptions = {},
+): CallSession {
+  const compiled = toCompiled(workflow);
+  if (!snapshot || typeof snapshot !== 'object' || snapshot.format !== SNAPSHOT_FORMAT) {
+    throw new CallSessionError('SNAPSHOT_INVALID', `not a ${SNAPSHOT_FORMAT} snapshot`);
+  }
+  if (snapshot.definition_hash !== compiled.hash) {
+    throw new CallSessionError(
+      'SNAPSHOT_DEFINITION_MISMATCH',
+      `snapshot was taken on definition ${snapshot.definition_hash}, not ${compiled.hash}`,
+    );
+  }
+  const machine = snapshot.machine as { context?: Record<string, unknown> } | undefined;
+  if (!machine || typeof machine !== 'object' || !machine.context || typeof machine.context !== 'object') {
+    throw new CallSessionError('SNAPSHOT_INVALID', 'snapshot has no machine state');
+  }
+  const persisted = {
+    ...machine,
+    context: { ...machine.context, history: snapshot.history, nodes_visited: snapshot.nodes_visited },
+  };
+  // `input` is not used on restore: the saved context (settings included) is.
+  const actor = createActor(compiled.machine, {
+    snapshot: persisted as unknown as CallMachineSnapshot,
+    input: { settings: settingsFrom(options) },
+  });
+  const session = new Session(compiled, actor, options, true);
+  const restored = actor.getSnapshot();
+  if ((restored.status as string) === 'error' || !compiled.nodes.has(restored.context?.node_id)) {
+    session.stop();
+    throw new CallSessionError('SNAPSHOT_INVALID', 'snapshot does not fit this workflow');
+  }
+  return session;
+}
+
+class Session implements CallSession {
+  private outbox: MachineCommand[] = [];
+  private started = false;
+  private renamed: Map<string, Map<string, string>> | null = null;
+
+  constructor(
+    readonly workflow: CompiledWorkflow,
+    private readonly actor: CallActor,
+    private readonly options: CallSessionOptions,
+    restored: boolean,
+  ) {
+    actor.on('*', (command) => {
+      this.outbox.push(command as MachineCommand);
+    });
+    // An error observer keeps XState from rethrowing action errors asynchronously.
+    actor.subscribe({ error: () => {} });
+    if (restored) {
+      actor.start();
+      this.outbox = [];
+      this.started = true;
+    }
+  }
+
+  start(): Command[] {
+    if (this.started) return [];
+    this.started = true;
+    this.outbox = [];
+    this.actor.start();
+    return this.drain();
+  }
+
+  send(event: CallEvent): Command[] {
+    const type = typeof (event as { type?: unknown } | null)?.type === 'string' ? (event as { type: string }).type : 'unknown';
+    if (!this.started) return [this.rejection(type, 'NOT_STARTED', 'start() the session before sending events')];
+    const problem = eventProblem(event);
+    if (problem !== null) return [this.rejection(type, 'MALFORMED_EVENT', problem)];
+    if (this.actor.getSnapshot().status !== 'active') {
+      return [this.rejection(type, 'CALL_ENDED', 'the call has ended')];
+    }
+    const forwarded = this.translate(event);
+    if (forwarded === null) {
+      const name = (event as { function_name: string }).function_name;
+      return [this.rejection(type, 'UNKNOWN_TRANSITION_FUNCTION', `no transition function "${name}" in this node`)];
+    }
+    this.outbox = [];
+    try {
+      this.actor.send(forwarded);
+    } catch (err) {
+      this.outbox = [];
+      return [this.rejection(type, 'INTERNAL_ERROR', err instanceof Error ? err.message : String(err))];
+    }
+    if ((this.actor.getSnapshot().status as string) === 'error') {
+      this.outbox = [];
+      return [this.rejection(type, 'INTERNAL_ERROR', 'the call engine failed on this event')];
+    }
+    return this.drain();
+  }
+
+  snapshot(): SessionSnapshot {
+    if (!this.started) throw new CallSessionError('NOT_STARTED', 'start() the session before saving it');
+    const persisted = this.actor.getPersistedSnapshot() as unknown as Record<string, unknown> & {
+      context: CallContext;
+    };
+    const { history, nodes_visited, ...context } = persisted.context;
+    const state = this.state();
+    return {
+      format: SNAPSHOT_FORMAT,
+      definition_hash: this.workflow.hash,
+      status: state.status,
+      current_node: state.node_id,
+      ended_reason: state.ended_reason,
+      history: [...history],
+      nodes_visited: [...nodes_visited],
+      machine: { ...persisted, context },
+    };
+  }
+
+  state(): SessionState {
+    const snap = this.actor.getSnapshot();
+    const ctx = snap.context;
+    const node = this.workflow.nodes.get(ctx.node_id)!;
+    const ended = snap.status !== 'active';
+    const closing = !ended && snap.value === 'closing';
+    let awaiting: SessionState['awaiting'] = null;
+    if (closing) awaiting = 'closing_line';
+    else if (!ended && this.started) {
+      if (node.node.type === 'tool') {
+        awaiting = ctx.pending_tool_call_id !== null ? 'tool_result' : this.inToolChoice() ? 'model_choice' : null;
+      } else if (node.node.type === 'conversation') {
+        awaiting = 'caller';
+      }
+    }
+    return {
+      status: ended ? 'ended' : closing ? 'closing' : 'active',
+      node_id: ctx.node_id,
+      node_type: node.node.type,
+      awaiting,
+      pending_tool_call_id: ctx.pending_tool_call_id,
+      ended_reason: ctx.ended_reason,
+      provider_overrides:
+        ctx.overrides_node === null ? {} : { ...this.workflow.nodes.get(ctx.overrides_node)!.overrides },
+    };
+  }
+
+  history(): readonly HistoryMessage[] {
+    return this.actor.getSnapshot().context.history;
+  }
+
+  nodesVisited(): readonly string[] {
+    return this.actor.getSnapshot().context.nodes_visited;
+  }
+
+  modelContext(): ModelContext | null {
+    const snap = this.actor.getSnapshot();
+    if (snap.status !== 'active' || snap.value === 'closing') return null;
+    const node = this.workflow.nodes.get(snap.context.node_id)!;
+    if (node.node.type === 'conversation' || (node.node.type === 'tool' && this.inToolChoice())) {
+      return this.contextFor(node.id);
+    }
+    return null;
+  }
+
+  stop(): void {
+    this.actor.stop();
+  }
+
+  private inToolChoice(): boolean {
+    const value = this.actor.getSnapshot().value as unknown;
+    if (typeof value !== 'object' || value === null) return false;
+    const live = (value as { live?: unknown }).live;
+    return typeof live === 'object' && live !== null && Object.values(live).includes('choosing');
+  }
+
+  private contextFor(nodeId: string): ModelContext {
+    return buildModelContext(this.workflow, nodeId, this.options.tools ? { tools: this.options.tools } : {});
+  }
+
+  /**
+   * Maps a transition name renamed around the assistant's tools back to the compiled name;
+   * `null` when the name is a compiled one that a tool's name hid from the model.
+   */
+  private translate(event: CallEvent): CallEvent | null {
+    if (event.type !== 'model.chose_transition' || !this.options.tools || this.options.tools.length === 0) {
+      return event;
+    }
+    const nodeId = this.actor.getSnapshot().context.node_id;
+    const node = this.workflow.nodes.get(nodeId)!;
+    if (node.node.type !== 'conversation') return event;
+    this.renamed ??= new Map();
+    let names = this.renamed.get(nodeId);
+    if (!names) {
+      const context = this.contextFor(nodeId);
+      names = new Map(context.transitionFunctions.map((f, i) => [f.name, node.transitions[i]!.name]));
+      this.renamed.set(nodeId, names);
+    }
+    const canonical = names.get(event.function_name);
+    if (canonical === undefined) return node.transitionByName.has(event.function_name) ? null : event;
+    return canonical === event.function_name ? event : { ...event, function_name: canonical };
+  }
+
+  private drain(): Command[] {
+    const out = this.outbox;
+    this.outbox = [];
+    if (out.length === 0) return out as Command[];
+    const history = this.actor.getSnapshot().context.history;
+    return out.map((command): Command => {
+      if (command.type !== 'run_model') return command;
+      const context = this.contextFor(command.node_id);
+      return {
+        ...command,
+        mode: context.mode,
+        system: context.system,
+        transition_functions: context.transitionFunctions,
+        tools: context.tools,
+        messages: history,
+      };
+    });
+  }
+
+  private rejection(eventType: string, code: RejectionCode, message: string): EventRejectedCommand {
+    let nodeId: string | null = null;
+    try {
+      nodeId = this.actor.getSnapshot().context.node_id;
+    } catch {
+      nodeId = null;
+    }
+    return { type: 'event_rejected', event_type: eventType, code, message, node_id: nodeId };
+  }
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+
+/** Why an event cannot be processed at all (shape), or null. */
+function eventProblem(event: unknown): string | null {
+  if (event === null || typeof event !== 'object') return 'an event is an object with a "type"';
+  const e = event as Record<string, unknown>;
+  if (!isString(e.type) || !(CALL_EVENT_TYPES as readonly string[]).includes(e.type)) {
+    return `unknown event type ${JSON.stringify(e.type) ?? 'undefined'}; expected one of ${CALL_EVENT_TYPES.join(', ')}`;
+  }
+  switch (e.type as CallEvent['type']) {
+    case 'caller.said':
+      // An empty final transcript is not a turn: it must not wake the model.
+      return isString(e.text) && e.text.trim() !== '' ? null : 'caller.said: "text" must be a non-empty string';
+    case 'model.replied':
+      return isString(e.text) ? null : 'model.replied: "text" must be a string';
+    case 'dtmf':
+      return isString(e.digits) && /^[0-9*#A-Da-dw]+$/.test(e.digits) ? null : 'dtmf: "digits" must be keypad digits (0-9, *, #, A-D)';
+    case 'assistant.done_speaking':
+      return e.say_id === undefined || isString(e.say_id) ? null : 'assistant.done_speaking: "say_id" must be a string';
+    case 'model.chose_transition':
+      if (!isString(e.function_name)) return 'model.chose_transition: "function_name" must be a string';
+      return e.node_id === undefined || isString(e.node_id) ? null : 'model.chose_transition: "node_id" must be a string';
+    case 'tool.result':
+      return isString(e.tool_call_id) ? null : 'tool.result: "tool_call_id" must be a string';
+    case 'tool.failed':
+      if (!isString(e.tool_call_id)) return 'tool.failed: "tool_call_id" must be a string';
+      return isString(e.error) ? null : 'tool.failed: "error" must be a string';
+    default:
+      return null;
+  }
+}
+
+export type { CallEvent, EndedReason, HistoryMessage, ProviderOverrides, RejectionCode, RunModelReason };
