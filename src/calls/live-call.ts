@@ -1,0 +1,593 @@
+/**
+ * One live call: caller audio → STT → turn-taking → engine → model (streaming) → TTS (sentence by
+ * sentence) → caller. The engine decides; this carries out its commands and feeds it events.
+ */
+import type { Logger } from 'pino';
+import {
+  createCallSession,
+  restoreCallSession,
+  type CallSession,
+  type Command,
+  type RunModelCommand,
+} from '../../engine/session.js';
+import type { CallEvent, ProviderOverrides } from '../../engine/compile.js';
+import type { EffectiveAssistant } from '../../engine/assistant.js';
+import type { LlmConfig, SttConfig, Tool, TtsConfig, WorkflowDefinition } from '../../engine/schema.js';
+import { findProvider, defaultCatalog } from '../../engine/catalog.js';
+import type {
+  LlmFunction,
+  LlmMessage,
+  LlmToolCall,
+  Providers,
+  ProviderError,
+  SttSession,
+} from '../providers/types.js';
+import type { CallMessage, CallRecord, CallStore } from './store.js';
+import { OutboundPacer, type OutboundSink } from './outbound.js';
+import { Speaker, type Utterance } from './speaker.js';
+import { SentenceSplitter } from './text.js';
+import { TurnTaking } from './turn-taking.js';
+import type { CallNotifier, ToolCallOutcome } from './notifier.js';
+import type { TurnLatency } from './latency.js';
+
+export interface LiveCallDeps {
+  providers: Providers;
+  notifier: CallNotifier;
+  store: CallStore;
+  logger: Logger;
+  /** Ends the telephony leg (hang-up) or moves it (transfer). */
+  telephony: {
+    hangUp(call: CallRecord): Promise<void>;
+    transfer(call: CallRecord, destination: string): Promise<void>;
+  };
+  onTurnLatency?(latency: TurnLatency): void;
+  /** Called once the call has ended and everything is released. */
+  onEnded?(call: CallRecord): void;
+}
+
+export interface MediaChannel extends OutboundSink {
+  /** Closes the media connection (the call is over on our side). */
+  close(): void;
+}
+
+const MAX_TOOL_ROUNDS = 5;
+
+/** A call with no workflow runs the assistant alone: one conversation node, first_message first. */
+export function assistantOnlyDefinition(assistant: EffectiveAssistant): WorkflowDefinition {
+  const system = (assistant.llm_config.messages ?? [])
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n\n');
+  return {
+    version: 1,
+    entry_node: 'assistant',
+    global_prompt: system,
+    nodes: [
+      {
+        id: 'assistant',
+        type: 'conversation',
+        ...(assistant.first_message ? { first_line: assistant.first_message } : {}),
+      },
+    ],
+    edges: [],
+  };
+}
+
+export class LiveCall {
+  readonly record: CallRecord;
+  private readonly log: Logger;
+  private readonly assistant: EffectiveAssistant;
+  private readonly definition: WorkflowDefinition;
+  private session!: CallSession;
+  private readonly pacer: OutboundPacer;
+  private readonly speaker: Speaker;
+  private readonly turns: TurnTaking;
+  private stt: SttSession | null = null;
+  private sttConfigKey = '';
+  private overrides: ProviderOverrides = {};
+  private modelRun: { abort: AbortController; utterance: Utterance | null } | null = null;
+  private timers = new Set<NodeJS.Timeout>();
+  private silenceTimer: NodeJS.Timeout | null = null;
+  private silenceHardTimer: NodeJS.Timeout | null = null;
+  private ended = false;
+  private readonly startedAtMs: number;
+  private saveChain: Promise<void> = Promise.resolve();
+  private turnStartedAt: number | null = null;
+
+  constructor(
+    record: CallRecord,
+    private readonly media: MediaChannel,
+    private readonly deps: LiveCallDeps,
+  ) {
+    this.record = record;
+    this.assistant = record.assistant as unknown as EffectiveAssistant;
+    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
+    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id });
+    this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
+    this.pacer = new OutboundPacer(media);
+    this.speaker = new Speaker({
+      pacer: this.pacer,
+      tts: () => this.ttsInUse(),
+      pronunciations: () => this.assistant.speech_config.pronunciation,
+      onError: (err) => this.providerFailed(err),
+      onFirstAudio: () => this.firstAudioOut(),
+    });
+    const tt = this.assistant.speech_config.turn_taking;
+    this.turns = new TurnTaking(tt, {
+      onEndOfTurn: (text) => this.callerTurn(text),
+      onInterruptionStart: () => this.speaker.pause(),
+      onInterruptionConfirmed: () => this.interrupted(),
+      onFalseInterruption: () => this.speaker.resume(),
+    }, {
+      assistantSpeaking: () => this.speaker.speakingInterruptible(),
+      now: () => performance.now(),
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // lifecycle
+
+  /** The media stream started: open the STT, start (or resume) the engine, speak. */
+  async start(resumeFrom?: Record<string, unknown>): Promise<void> {
+    const options = {
+      tools: this.assistant.llm_config.tools ?? [],
+      end_call_message: this.assistant.speech_config.end_call_message,
+      silence: {
+        messages: this.assistant.speech_config.silence.messages,
+        final_message: this.assistant.speech_config.silence.final_message,
+        max_attempts: this.assistant.speech_config.silence.max_attempts,
+      },
+    };
+    this.session = resumeFrom
+      ? restoreCallSession(this.definition, resumeFrom as never, options)
+      : createCallSession(this.definition, options);
+    this.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
+    try {
+      await this.openStt();
+    } catch (err) {
+      this.providerFailed(err as Error);
+      return;
+    }
+    if (this.assistant.recording_consent.enabled) {
+      const consent = this.speaker.say(this.assistant.recording_consent.message, false);
+      this.recordMessage('assistant', this.assistant.recording_consent.message, null);
+      await consent.played;
+      if (this.ended) return;
+    }
+    this.carryOut(this.session.start());
+    this.armSilence();
+  }
+
+  /** Caller audio (μ-law 8 kHz). */
+  audio(mulaw: Buffer): void {
+    if (this.ended || mulaw.length === 0) return;
+    this.stt?.sendAudio(mulaw);
+  }
+
+  dtmf(digit: string): void {
+    if (this.ended) return;
+    this.turns.reset();
+    this.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
+    this.dispatch({ type: 'dtmf', digits: digit });
+  }
+
+  mark(name: string): void {
+    this.speaker.onMark(name);
+  }
+
+  /** The caller hung up (stream `stop` or the socket closed). */
+  callerHungUp(): void {
+    if (this.ended) return;
+    this.session.send({ type: 'hangup' });
+    void this.end('customer-ended-call', { hangUp: false });
+  }
+
+  /** Ends the call from outside (shutdown grace over, worker decisions). */
+  async terminate(reason: string): Promise<void> {
+    await this.end(reason, { hangUp: true });
+  }
+
+  isEnded(): boolean {
+    return this.ended;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // engine
+
+  private dispatch(event: CallEvent): void {
+    if (this.ended) return;
+    this.carryOut(this.session.send(event));
+  }
+
+  private carryOut(commands: Command[]): void {
+    for (const command of commands) {
+      if (this.ended) return;
+      switch (command.type) {
+        case 'say': {
+          const u = this.speaker.say(command.text, command.interruptible, command.say_id);
+          void u.played.then((outcome) => {
+            if (outcome.heardText) this.recordMessage('assistant', outcome.heardText, command.node_id);
+            this.dispatch({ type: 'assistant.done_speaking', say_id: command.say_id });
+            this.armSilence();
+          });
+          break;
+        }
+        case 'set_provider_overrides': {
+          const { type: _t, node_id: _n, ...blocks } = command;
+          this.overrides = blocks;
+          void this.openStt().catch((err: Error) => this.providerFailed(err));
+          break;
+        }
+        case 'run_model':
+          void this.runModel(command);
+          break;
+        case 'call_tool':
+          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
+          break;
+        case 'transfer':
+          void this.transfer(command.destination);
+          break;
+        case 'hang_up':
+          void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
+          break;
+        case 'event_rejected':
+          this.log.debug({ rejected: command }, 'engine ignored an event');
+          break;
+      }
+    }
+    this.persistSoon();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // the caller's turn and barge-in
+
+  private callerTurn(text: string): void {
+    if (this.ended) return;
+    this.turnStartedAt = performance.now();
+    this.recordMessage('user', text, this.session.state().node_id);
+    this.disarmSilence();
+    this.dispatch({ type: 'caller.said', text });
+  }
+
+  private interrupted(): void {
+    const run = this.modelRun;
+    if (run) run.abort.abort();
+    this.speaker.interrupt();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // the model
+
+  private async runModel(command: RunModelCommand): Promise<void> {
+    this.modelRun?.abort.abort();
+    const abort = new AbortController();
+    const run: { abort: AbortController; utterance: Utterance | null } = { abort, utterance: null };
+    this.modelRun = run;
+    const { provider, config } = this.llmInUse();
+    const transitionNames = new Set(command.transition_functions.map((f) => f.name));
+    const tools: LlmFunction[] = [
+      ...command.transition_functions.map((f) => ({
+        name: f.name,
+        description: f.description,
+        parameters: { type: 'object', properties: {} },
+      })),
+      ...command.tools.map((t: Tool) => ({
+        name: t.name,
+        ...(t.description ? { description: t.description } : {}),
+        ...(t.parameters ? { parameters: t.parameters as Record<string, unknown> } : {}),
+      })),
+    ];
+    const messages: LlmMessage[] = [
+      { role: 'system', content: command.system },
+      ...(config.messages ?? []).filter((m) => m.role !== 'system').map((m) => ({ role: m.role, content: m.content }) as LlmMessage),
+      ...command.messages.map((m): LlmMessage =>
+        m.role === 'tool'
+          ? { role: 'user', content: `[${m.tool_name ?? 'tool'} result] ${m.content}` }
+          : { role: m.role, content: m.content },
+      ),
+    ];
+    const utterance = this.speaker.begin(true);
+    run.utterance = utterance;
+    const splitter = new SentenceSplitter();
+    let text = '';
+    let transition: string | null = null;
+    const modelRequestedAt = performance.now();
+    let firstTokenAt: number | null = null;
+    try {
+      for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
+        const toolCalls: LlmToolCall[] = [];
+        for await (const event of provider.stream({ config, messages, tools, signal: abort.signal })) {
+          if (event.type === 'text') {
+            firstTokenAt ??= performance.now();
+            text += event.text;
+            for (const sentence of splitter.push(event.text)) this.speaker.addSentence(utterance, sentence);
+          } else if (event.type === 'tool_calls') {
+            firstTokenAt ??= performance.now();
+            toolCalls.push(...event.calls);
+          }
+        }
+        const chosen = toolCalls.find((c) => transitionNames.has(c.name));
+        if (chosen) {
+          transition = chosen.name;
+          break;
+        }
+        const own = toolCalls.filter((c) => !transitionNames.has(c.name));
+        if (own.length === 0) break;
+        messages.push({ role: 'assistant', content: text || null, tool_calls: own });
+        const results = await this.callAssistantTools(own, command.tools);
+        if (abort.signal.aborted) return;
+        for (const r of results) messages.push({ role: 'tool', tool_call_id: r.tool_call_id, content: r.content });
+      }
+    } catch (err) {
+      if (abort.signal.aborted) return;
+      this.speaker.finish(utterance);
+      this.providerFailed(err as Error);
+      return;
+    } finally {
+      if (this.modelRun === run) this.modelRun = null;
+    }
+    if (abort.signal.aborted) return;
+    const rest = splitter.flush();
+    if (rest) this.speaker.addSentence(utterance, rest);
+    this.speaker.finish(utterance);
+    this.noteLatency(modelRequestedAt, firstTokenAt);
+    const outcome = await utterance.played;
+    if (this.ended) return;
+    const heard = outcome.complete ? text.trim() : outcome.heardText;
+    if (heard) {
+      this.recordMessage('assistant', heard, command.node_id);
+      this.dispatch({ type: 'model.replied', text: heard });
+    }
+    if (transition) {
+      this.dispatch({ type: 'model.chose_transition', function_name: transition, node_id: command.node_id });
+    }
+    this.armSilence();
+  }
+
+  private async callAssistantTools(calls: LlmToolCall[], tools: readonly Tool[]) {
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    const waited: { tool_call_id: string; content: string }[] = [];
+    const outcomes = await Promise.all(
+      calls.map(async (call) => {
+        const tool = byName.get(call.name);
+        let args: Record<string, unknown> = {};
+        try {
+          args = JSON.parse(call.arguments || '{}') as Record<string, unknown>;
+        } catch {
+          return { tool_call_id: call.id, content: JSON.stringify({ error: 'arguments were not valid JSON' }) };
+        }
+        const request = { id: call.id, name: call.name, arguments: args };
+        if (tool?.async) {
+          void this.deps.notifier.toolCalls(this.record, [request], { url: tool.url, async: true });
+          return { tool_call_id: call.id, content: JSON.stringify({ status: 'started' }) };
+        }
+        const [outcome] = await this.deps.notifier.toolCalls(this.record, [request], { url: tool?.url });
+        return { tool_call_id: call.id, content: toolContent(outcome) };
+      }),
+    );
+    waited.push(...outcomes);
+    return waited;
+  }
+
+  private async callToolNode(
+    toolCallId: string,
+    name: string,
+    url: string,
+    args: Record<string, unknown>,
+    nodeId: string,
+  ): Promise<void> {
+    const [outcome] = await this.deps.notifier.toolCalls(
+      this.record,
+      [{ id: toolCallId, name, arguments: args }],
+      { url, nodeId },
+    );
+    if (this.ended) return;
+    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: toolCallId, result: outcome.result });
+    else this.dispatch({ type: 'tool.failed', tool_call_id: toolCallId, error: outcome?.error ?? 'no result' });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // providers in use (node overrides replace the assistant's blocks)
+
+  private llmInUse(): { provider: import('../providers/types.js').LlmProvider; config: LlmConfig } {
+    const config = withDefaults('llm', this.overrides.llm_config ?? this.assistant.llm_config);
+    const provider = this.deps.providers.llm.get(config.provider);
+    if (!provider) throw new Error(`no llm adapter for "${config.provider}"`);
+    return { provider, config };
+  }
+
+  private ttsInUse() {
+    const config = withDefaults('tts', (this.overrides.tts_config ?? this.assistant.tts_config) as TtsConfig);
+    const provider = this.deps.providers.tts.get(config.provider);
+    if (!provider) throw new Error(`no tts adapter for "${config.provider}"`);
+    return { provider, config };
+  }
+
+  private async openStt(): Promise<void> {
+    const config = withDefaults('stt', (this.overrides.stt_config ?? this.assistant.stt_config) as SttConfig);
+    const key = JSON.stringify(config);
+    if (key === this.sttConfigKey && this.stt) return;
+    this.sttConfigKey = key;
+    const provider = this.deps.providers.stt.get(config.provider);
+    if (!provider) throw new Error(`no stt adapter for "${config.provider}"`);
+    const previous = this.stt;
+    this.stt = null;
+    const session = await provider.connect(config, {
+      onTranscript: (t) => {
+        if (t.text.trim() !== '') this.disarmSilence();
+        this.turns.transcript(t);
+      },
+      onSpeechStarted: () => {
+        this.disarmSilence();
+        this.turns.speechStarted();
+      },
+      onUtteranceEnd: () => this.turns.utteranceEnd(),
+      onError: (err) => this.providerFailed(err),
+    });
+    if (this.ended) {
+      void session.close();
+      return;
+    }
+    this.stt = session;
+    if (previous) void previous.close();
+  }
+
+  private providerFailed(err: ProviderError | Error): void {
+    if (this.ended) return;
+    const provider = (err as ProviderError).provider ?? 'unknown';
+    this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
+    this.record.errors.push(`${provider}: ${err.message}`);
+    void this.end(`pipeline-error-${provider}`, { hangUp: true });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // silence
+
+  private armSilence(): void {
+    if (this.ended || this.speaker.speaking() || this.session.state().awaiting !== 'caller') return;
+    this.disarmSilence();
+    const policy = this.assistant.speech_config.silence;
+    const fire = (nextMs: number) => {
+      this.silenceTimer = setTimeout(() => {
+        this.silenceTimer = null;
+        if (this.speaker.speaking()) return;
+        this.dispatch({ type: 'timer.silence' });
+        if (!this.ended) fire(policy.interval_seconds * 1000);
+      }, nextMs);
+    };
+    fire(policy.first_check_seconds * 1000);
+    this.silenceHardTimer = setTimeout(() => {
+      this.silenceHardTimer = null;
+      void this.end('silence-timed-out', { hangUp: true });
+    }, this.assistant.silence_timeout_seconds * 1000 + policy.max_attempts * policy.interval_seconds * 1000);
+  }
+
+  private disarmSilence(): void {
+    if (this.silenceTimer) clearTimeout(this.silenceTimer);
+    if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
+    this.silenceTimer = null;
+    this.silenceHardTimer = null;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // transfer and end
+
+  private async transfer(destination: string): Promise<void> {
+    this.record.status = 'forwarding';
+    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
+    try {
+      await this.deps.telephony.transfer(this.record, destination);
+    } catch (err) {
+      this.log.error({ err }, 'transfer failed');
+      this.record.errors.push(`transfer: ${(err as Error).message}`);
+    }
+  }
+
+  private async end(reason: string, options: { hangUp: boolean }): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.modelRun?.abort.abort();
+    this.disarmSilence();
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.turns.close();
+    this.speaker.close();
+    const stt = this.stt;
+    this.stt = null;
+    await stt?.close().catch(() => undefined);
+    this.session?.stop();
+    if (options.hangUp) {
+      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
+        this.log.warn({ err }, 'hang-up through the telephony API failed');
+      });
+    }
+    this.media.close();
+    const r = this.record;
+    r.status = 'ended';
+    r.ended_reason = reason;
+    r.ended_at = new Date().toISOString();
+    r.current_node = this.session?.state().node_id ?? r.current_node;
+    r.nodes_visited = [...(this.session?.nodesVisited() ?? r.nodes_visited)];
+    r.engine = this.session ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
+    this.log.info({ endedReason: reason }, 'call ended');
+    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
+    await this.deps.notifier.endOfCallReport(r);
+    if (this.assistant.gdpr_mode) {
+      r.messages = [];
+      r.engine = null;
+    }
+    await this.saveChain;
+    await this.deps.store.save(r).catch((err: Error) => this.log.error({ err }, 'could not save the ended call'));
+    this.deps.onEnded?.(r);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // bookkeeping
+
+  private recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
+    const now = Date.now();
+    this.record.messages.push({
+      role,
+      content,
+      time: new Date(now).toISOString(),
+      seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
+      node_id: nodeId,
+    });
+  }
+
+  /** Saves the session soon (coalesced): GET /calls and another process can read it. */
+  private persistPending = false;
+  private persistSoon(): void {
+    if (this.persistPending || this.ended) return;
+    this.persistPending = true;
+    setImmediate(() => {
+      this.persistPending = false;
+      if (this.ended) return;
+      const state = this.session.state();
+      this.record.current_node = state.node_id;
+      this.record.nodes_visited = [...this.session.nodesVisited()];
+      this.record.engine = this.session.snapshot() as unknown as Record<string, unknown>;
+      const copy = structuredClone(this.record);
+      this.saveChain = this.saveChain
+        .then(() => this.deps.store.save(copy))
+        .catch((err: Error) => this.log.warn({ err }, 'could not save the call session'));
+    });
+  }
+
+  private timer(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private latency: { requestedAt: number; firstTokenAt: number | null } | null = null;
+
+  private noteLatency(requestedAt: number, firstTokenAt: number | null): void {
+    this.latency = { requestedAt, firstTokenAt };
+  }
+
+  private firstAudioOut(): void {
+    if (this.turnStartedAt === null || !this.deps.onTurnLatency) return;
+    const now = performance.now();
+    this.deps.onTurnLatency({
+      endOfSpeechToFirstAudioMs: now - this.turnStartedAt,
+      modelRequestedAt: this.latency?.requestedAt ?? null,
+      firstTokenAt: this.latency?.firstTokenAt ?? null,
+    });
+    this.turnStartedAt = null;
+  }
+}
+
+function toolContent(outcome: ToolCallOutcome | undefined): string {
+  if (!outcome) return JSON.stringify({ error: 'no result' });
+  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
+  return JSON.stringify({ error: outcome.error });
+}
+
+function withDefaults<T extends { provider: string; model?: string }>(kind: 'llm' | 'stt' | 'tts', block: T): T {
+  if (block.model !== undefined) return block;
+  const p = findProvider(defaultCatalog, kind, block.provider) ?? findProvider(defaultCatalog, 'realtime', block.provider);
+  return p?.default_model ? { ...block, model: p.default_model } : block;
+}

@@ -1,0 +1,249 @@
+/**
+ * Call sessions: what one live call is (snapshots of its assistant and workflow, the engine's
+ * saved state, the transcript, its heartbeat). In Redis when REDIS_URL is set, so that any
+ * process can read them and finalize a call whose process died; in process otherwise.
+ */
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+
+export type CallStatus = 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+
+export interface CallMessage {
+  role: 'assistant' | 'user' | 'tool' | 'system';
+  content: string;
+  /** ISO 8601 UTC. */
+  time: string;
+  seconds_from_start: number;
+  node_id: string | null;
+}
+
+export interface CallRecord {
+  id: string;
+  organization_id: string;
+  type: 'inbound_phone_call';
+  status: CallStatus;
+  number_id: string;
+  phone_number: { number: string; name: string | null };
+  customer: { number: string };
+  twilio: { call_sid: string; account_sid: string };
+  assistant_id: string | null;
+  /** The effective assistant as the call started (later edits apply to the next call). */
+  assistant: Record<string, unknown>;
+  workflow_id: string | null;
+  /** Why no workflow runs although the number has one (e.g. inactive). */
+  workflow_note: string | null;
+  definition: Record<string, unknown> | null;
+  /** The engine's saved state (`SessionSnapshot`), when a workflow runs. */
+  engine: Record<string, unknown> | null;
+  current_node: string | null;
+  nodes_visited: string[];
+  messages: CallMessage[];
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  ended_reason: string | null;
+  errors: string[];
+  /** The process that runs the call's media, and when it last said it is alive. */
+  worker_id: string | null;
+  heartbeat_at: string | null;
+}
+
+export interface CallStore {
+  create(record: CallRecord): Promise<void>;
+  get(id: string): Promise<CallRecord | null>;
+  /** The organization's calls, newest first. */
+  list(organizationId: string, limit: number): Promise<CallRecord[]>;
+  /** Writes the whole record (the owning process is the only writer while the call lives). */
+  save(record: CallRecord): Promise<void>;
+  /** Stores a one-time media-stream token for a call. */
+  putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void>;
+  /** True once for the right token; the token is gone afterwards. */
+  consumeStreamToken(callId: string, token: string): Promise<boolean>;
+  /** Marks the calls of a worker as alive now. */
+  heartbeat(workerId: string, callIds: string[]): Promise<void>;
+  /** Live calls whose worker has not said it is alive for `staleMs`. */
+  findStale(staleMs: number): Promise<CallRecord[]>;
+  /** Takes a stale call over for finalization; only one process wins. */
+  claim(callId: string, workerId: string, staleMs: number): Promise<CallRecord | null>;
+  close(): Promise<void>;
+}
+
+const tokenHash = (token: string) => createHash('sha256').update(token).digest('hex');
+const LIVE: CallStatus[] = ['ringing', 'in-progress', 'forwarding'];
+const isStale = (r: CallRecord, staleMs: number, now: number) =>
+  LIVE.includes(r.status) && r.heartbeat_at !== null && now - Date.parse(r.heartbeat_at) > staleMs;
+
+export class MemoryCallStore implements CallStore {
+  private readonly calls = new Map<string, CallRecord>();
+  private readonly tokens = new Map<string, { hash: string; expires: number }>();
+
+  constructor(private readonly retentionMs = 24 * 3600_000) {}
+
+  async create(record: CallRecord) {
+    this.calls.set(record.id, structuredClone(record));
+    this.prune();
+  }
+  async get(id: string) {
+    const r = this.calls.get(id);
+    return r ? structuredClone(r) : null;
+  }
+  async list(organizationId: string, limit: number) {
+    return [...this.calls.values()]
+      .filter((r) => r.organization_id === organizationId)
+      .sort((a, b) => b.created_at.localeCompare(a.created_at))
+      .slice(0, limit)
+      .map((r) => structuredClone(r));
+  }
+  async save(record: CallRecord) {
+    this.calls.set(record.id, structuredClone(record));
+  }
+  async putStreamToken(callId: string, token: string, ttlSeconds: number) {
+    this.tokens.set(callId, { hash: tokenHash(token), expires: Date.now() + ttlSeconds * 1000 });
+  }
+  async consumeStreamToken(callId: string, token: string) {
+    const t = this.tokens.get(callId);
+    this.tokens.delete(callId);
+    return !!t && t.expires > Date.now() && t.hash === tokenHash(token);
+  }
+  async heartbeat(workerId: string, callIds: string[]) {
+    const now = new Date().toISOString();
+    for (const id of callIds) {
+      const r = this.calls.get(id);
+      if (r && r.worker_id === workerId) r.heartbeat_at = now;
+    }
+  }
+  async findStale(staleMs: number) {
+    const now = Date.now();
+    return [...this.calls.values()].filter((r) => isStale(r, staleMs, now)).map((r) => structuredClone(r));
+  }
+  async claim(callId: string, workerId: string, staleMs: number) {
+    const r = this.calls.get(callId);
+    if (!r || !isStale(r, staleMs, Date.now())) return null;
+    r.worker_id = workerId;
+    r.heartbeat_at = new Date().toISOString();
+    return structuredClone(r);
+  }
+  async close() {
+    this.calls.clear();
+    this.tokens.clear();
+  }
+  private prune() {
+    const cutoff = Date.now() - this.retentionMs;
+    for (const [id, r] of this.calls) {
+      if (r.status === 'ended' && r.ended_at && Date.parse(r.ended_at) < cutoff) this.calls.delete(id);
+    }
+  }
+}
+
+/**
+ * Redis layout (prefix `sb:`): `call:<id>` the record as JSON; `calls:<org>` a sorted set of the
+ * org's call ids by creation time; `calls:live` the live call ids; `call-token:<id>` the hash of
+ * the one-time stream token, with a TTL.
+ */
+export class RedisCallStore implements CallStore {
+  private readonly redis: Redis;
+
+  constructor(
+    redisUrl: string,
+    private readonly prefix = 'sb:',
+    private readonly retentionSeconds = 24 * 3600,
+  ) {
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: false });
+    this.redis.on('error', () => undefined);
+  }
+
+  private key(...parts: string[]) {
+    return this.prefix + parts.join(':');
+  }
+
+  async create(record: CallRecord) {
+    await this.redis
+      .multi()
+      .set(this.key('call', record.id), JSON.stringify(record))
+      .zadd(this.key('calls', record.organization_id), Date.parse(record.created_at), record.id)
+      .sadd(this.key('calls', 'live'), record.id)
+      .exec();
+  }
+
+  async get(id: string) {
+    const json = await this.redis.get(this.key('call', id));
+    return json ? (JSON.parse(json) as CallRecord) : null;
+  }
+
+  async list(organizationId: string, limit: number) {
+    const orgKey = this.key('calls', organizationId);
+    // forget ids whose record expired
+    const ids = await this.redis.zrevrange(orgKey, 0, limit * 2);
+    if (ids.length === 0) return [];
+    const values = await this.redis.mget(ids.map((id) => this.key('call', id)));
+    const gone = ids.filter((_, i) => values[i] === null);
+    if (gone.length > 0) await this.redis.zrem(orgKey, ...gone);
+    return values
+      .filter((v): v is string => v !== null)
+      .map((v) => JSON.parse(v) as CallRecord)
+      .slice(0, limit);
+  }
+
+  async save(record: CallRecord) {
+    const m = this.redis.multi();
+    if (record.status === 'ended') {
+      m.set(this.key('call', record.id), JSON.stringify(record), 'EX', this.retentionSeconds);
+      m.srem(this.key('calls', 'live'), record.id);
+    } else {
+      m.set(this.key('call', record.id), JSON.stringify(record));
+    }
+    await m.exec();
+  }
+
+  async putStreamToken(callId: string, token: string, ttlSeconds: number) {
+    await this.redis.set(this.key('call-token', callId), tokenHash(token), 'EX', ttlSeconds);
+  }
+
+  async consumeStreamToken(callId: string, token: string) {
+    const stored = await this.redis.getdel(this.key('call-token', callId));
+    return stored !== null && stored === tokenHash(token);
+  }
+
+  async heartbeat(workerId: string, callIds: string[]) {
+    const now = new Date().toISOString();
+    for (const id of callIds) {
+      const r = await this.get(id);
+      if (r && r.worker_id === workerId && r.status !== 'ended') {
+        r.heartbeat_at = now;
+        await this.redis.set(this.key('call', id), JSON.stringify(r), 'XX');
+      }
+    }
+  }
+
+  async findStale(staleMs: number) {
+    const ids = await this.redis.smembers(this.key('calls', 'live'));
+    const now = Date.now();
+    const out: CallRecord[] = [];
+    for (const id of ids) {
+      const r = await this.get(id);
+      if (!r) await this.redis.srem(this.key('calls', 'live'), id);
+      else if (isStale(r, staleMs, now)) out.push(r);
+    }
+    return out;
+  }
+
+  async claim(callId: string, workerId: string, staleMs: number) {
+    // one claimer per call: a short lock key decides, then the record is re-checked
+    const lock = await this.redis.set(this.key('call-claim', callId), workerId, 'PX', 60_000, 'NX');
+    if (lock !== 'OK') return null;
+    const r = await this.get(callId);
+    if (!r || !isStale(r, staleMs, Date.now())) return null;
+    r.worker_id = workerId;
+    r.heartbeat_at = new Date().toISOString();
+    await this.redis.set(this.key('call', callId), JSON.stringify(r));
+    return r;
+  }
+
+  async close() {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}
+
+export function createCallStore(redisUrl: string | undefined): CallStore {
+  return redisUrl ? new RedisCallStore(redisUrl) : new MemoryCallStore();
+}

@@ -1,0 +1,298 @@
+/**
+ * A simulated caller that speaks the Twilio protocol to a Switchboard server: the signed voice
+ * webhook, then the Media Streams WebSocket. It speaks with sandbox TTS audio, hears the
+ * assistant through the sandbox STT, plays received audio in real time (echoing marks once
+ * "played", and on `clear` dropping what it had not played yet), presses keys and hangs up.
+ * Used by the tests, the demo and `npm run call`.
+ */
+import { randomBytes } from 'node:crypto';
+import { request } from 'undici';
+import WebSocket from 'ws';
+import { twilioSignature } from '../telephony/twilio/signature.js';
+import { synthesizeSandboxSpeech } from '../providers/sandbox/tts.js';
+import { createSandboxStt } from '../providers/sandbox/stt.js';
+import type { SttSession } from '../providers/types.js';
+
+const FRAME = 160;
+const SILENCE = 0xff;
+
+export interface SimulatedCallOptions {
+  /** Base URL of the server, e.g. http://127.0.0.1:3000 */
+  baseUrl: string;
+  /** The URL Twilio would sign (the server's PUBLIC_URL); defaults to baseUrl. */
+  publicUrl?: string;
+  to: string;
+  from?: string;
+  authToken: string;
+  accountSid?: string;
+  /** Records every frame both ways, for the demo's WAV file. */
+  recordAudio?: boolean;
+}
+
+export interface HeardLine {
+  text: string;
+  at: number;
+}
+
+export type CallOutcome = { kind: 'rejected'; twiml: string } | { kind: 'connected'; callId: string };
+
+export class SimulatedCall {
+  readonly callSid = `CA${randomBytes(16).toString('hex')}`;
+  readonly streamSid = `MZ${randomBytes(16).toString('hex')}`;
+  readonly heard: HeardLine[] = [];
+  /** Every `clear` received, with the time. */
+  readonly clears: number[] = [];
+  /** When each assistant media frame arrived. */
+  readonly frameTimes: number[] = [];
+  readonly marksEchoed: string[] = [];
+  readonly inboundAudio: Buffer[] = [];
+  readonly outboundAudio: Buffer[] = [];
+  callId: string | null = null;
+  twiml = '';
+  closed = false;
+  closeCode: number | null = null;
+
+  private ws: WebSocket | null = null;
+  private stt: SttSession | null = null;
+  private sendQueue: Buffer[] = [];
+  private sendTimer: NodeJS.Timeout | null = null;
+  /** Received audio not yet "played", and the marks interleaved with it. */
+  private playQueue: Array<{ kind: 'audio'; bytes: number } | { kind: 'mark'; name: string }> = [];
+  private playTimer: NodeJS.Timeout | null = null;
+  private waiters: Array<{ test: () => boolean; resolve: () => void }> = [];
+  private readonly accountSid: string;
+  private lastAssistantAudioAt = 0;
+
+  constructor(private readonly o: SimulatedCallOptions) {
+    this.accountSid = o.accountSid ?? `AC${'0'.repeat(32)}`;
+  }
+
+  /** Places the call: the signed voice webhook, then (unless rejected) the media stream. */
+  async dial(): Promise<CallOutcome> {
+    const params = {
+      AccountSid: this.accountSid,
+      ApiVersion: '2010-04-01',
+      CallSid: this.callSid,
+      CallStatus: 'ringing',
+      Direction: 'inbound',
+      From: this.o.from ?? '+15005550006',
+      To: this.o.to,
+    };
+    const path = '/telephony/twilio/voice';
+    const signedUrl = `${(this.o.publicUrl ?? this.o.baseUrl).replace(/\/$/, '')}${path}`;
+    const res = await request(`${this.o.baseUrl.replace(/\/$/, '')}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'x-twilio-signature': twilioSignature(this.o.authToken, signedUrl, params),
+      },
+      body: new URLSearchParams(params).toString(),
+    });
+    this.twiml = await res.body.text();
+    if (res.statusCode !== 200) throw new Error(`voice webhook answered ${res.statusCode}: ${this.twiml}`);
+    if (this.twiml.includes('<Reject')) return { kind: 'rejected', twiml: this.twiml };
+    const url = /<Stream url="([^"]+)"/.exec(this.twiml)?.[1];
+    if (!url) throw new Error(`no <Stream> in TwiML: ${this.twiml}`);
+    const parameters: Record<string, string> = {};
+    for (const m of this.twiml.matchAll(/<Parameter name="([^"]+)" value="([^"]*)"\/>/g)) parameters[m[1]!] = m[2]!;
+    this.callId = parameters.call_id ?? null;
+    await this.connect(url.replace(/&amp;/g, '&'), parameters);
+    return { kind: 'connected', callId: this.callId ?? '' };
+  }
+
+  private async connect(url: string, customParameters: Record<string, string>) {
+    this.stt = await createSandboxStt().connect(
+      { provider: 'sandbox' },
+      {
+        onTranscript: (t) => {
+          if (t.isFinal && t.text.trim() !== '') {
+            this.heard.push({ text: t.text.trim(), at: Date.now() });
+            this.wake();
+          }
+        },
+        onError: () => undefined,
+      },
+    );
+    const ws = new WebSocket(url);
+    this.ws = ws;
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    ws.on('message', (data) => this.onMessage(data.toString()));
+    ws.on('close', (code) => {
+      this.closed = true;
+      this.closeCode = code;
+      this.stopTimers();
+      this.wake();
+    });
+    ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
+    ws.send(
+      JSON.stringify({
+        event: 'start',
+        sequenceNumber: '1',
+        streamSid: this.streamSid,
+        start: {
+          streamSid: this.streamSid,
+          accountSid: this.accountSid,
+          callSid: this.callSid,
+          tracks: ['inbound'],
+          mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+          customParameters,
+        },
+      }),
+    );
+    // the caller's line is never silent on the wire: 20 ms frames, speech or silence
+    this.sendTimer = setInterval(() => this.sendFrame(), 20);
+  }
+
+  private onMessage(raw: string) {
+    let m: { event?: string; media?: { payload?: string }; mark?: { name?: string } };
+    try {
+      m = JSON.parse(raw) as typeof m;
+    } catch {
+      return;
+    }
+    if (m.event === 'media' && m.media?.payload) {
+      const audio = Buffer.from(m.media.payload, 'base64');
+      this.frameTimes.push(Date.now());
+      this.lastAssistantAudioAt = Date.now();
+      if (this.o.recordAudio) this.outboundAudio.push(audio);
+      this.playQueue.push({ kind: 'audio', bytes: audio.length });
+      this.stt?.sendAudio(audio);
+      this.schedulePlay();
+    } else if (m.event === 'mark' && m.mark?.name) {
+      this.playQueue.push({ kind: 'mark', name: m.mark.name });
+      this.schedulePlay();
+    } else if (m.event === 'clear') {
+      this.clears.push(Date.now());
+      // Twilio drops unplayed audio and sends back the marks still pending
+      const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
+      this.playQueue = [];
+      for (const p of pending) this.echoMark(p.name);
+      this.wake();
+    }
+  }
+
+  /** Plays received audio in real time; a mark is echoed once the audio before it played. */
+  private schedulePlay() {
+    if (this.playTimer) return;
+    const step = () => {
+      this.playTimer = null;
+      while (this.playQueue[0]?.kind === 'mark') this.echoMark((this.playQueue.shift() as { name: string }).name);
+      const next = this.playQueue[0];
+      if (!next) return;
+      this.playQueue.shift();
+      this.playTimer = setTimeout(step, (next as { bytes: number }).bytes / 8);
+    };
+    step();
+  }
+
+  private echoMark(name: string) {
+    this.marksEchoed.push(name);
+    this.send({ event: 'mark', sequenceNumber: '0', streamSid: this.streamSid, mark: { name } });
+  }
+
+  private sendFrame() {
+    let frame = this.sendQueue.shift();
+    if (!frame) frame = Buffer.alloc(FRAME, SILENCE);
+    if (this.o.recordAudio) this.inboundAudio.push(frame);
+    this.send({ event: 'media', streamSid: this.streamSid, media: { track: 'inbound', payload: frame.toString('base64') } });
+    if (this.sendQueue.length === 0) this.wake();
+  }
+
+  private send(message: unknown) {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message));
+  }
+
+  /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
+  async say(text: string): Promise<void> {
+    const audio = synthesizeSandboxSpeech(text);
+    for (let i = 0; i < audio.length; i += FRAME) {
+      const frame = Buffer.alloc(FRAME, SILENCE);
+      audio.copy(frame, 0, i, Math.min(i + FRAME, audio.length));
+      this.sendQueue.push(frame);
+    }
+    await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
+  }
+
+  /** Sends noise-like speech energy with no decodable words (a cough, "uh"). */
+  async mumble(ms: number): Promise<void> {
+    const frames = Math.ceil(ms / 20);
+    for (let f = 0; f < frames; f++) {
+      const frame = Buffer.alloc(FRAME);
+      for (let i = 0; i < FRAME; i++) frame[i] = (i * 37 + f * 11) % 2 === 0 ? 0x10 : 0x90;
+      this.sendQueue.push(frame);
+    }
+    await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
+  }
+
+  pressKey(digit: string): void {
+    this.send({ event: 'dtmf', streamSid: this.streamSid, sequenceNumber: '0', dtmf: { track: 'inbound_track', digit } });
+  }
+
+  /** Waits until the assistant has said something containing `fragment` (case-insensitive). */
+  async hear(fragment: string | RegExp, timeoutMs = 20_000): Promise<HeardLine> {
+    const test = (h: HeardLine) => (typeof fragment === 'string' ? h.text.toLowerCase().includes(fragment.toLowerCase()) : fragment.test(h.text));
+    await this.until(() => this.heard.some(test) || this.closed, timeoutMs, `hear ${String(fragment)}`);
+    const line = this.heard.find(test);
+    if (!line) throw new Error(`the call ended before the assistant said ${String(fragment)}; heard: ${this.heardText()}`);
+    return line;
+  }
+
+  /** Waits until the assistant has been quiet for `quietMs` (its audio finished playing). */
+  async quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
+    await this.until(() => this.closed || (this.playQueue.length === 0 && Date.now() - this.lastAssistantAudioAt > quietMs), timeoutMs, 'quiet');
+  }
+
+  async ended(timeoutMs = 30_000): Promise<void> {
+    await this.until(() => this.closed, timeoutMs, 'the call to end');
+  }
+
+  heardText(): string {
+    return this.heard.map((h) => h.text).join(' | ');
+  }
+
+  async hangUp(): Promise<void> {
+    this.send({ event: 'stop', sequenceNumber: '0', streamSid: this.streamSid, stop: { accountSid: this.accountSid, callSid: this.callSid } });
+    this.ws?.close(1000);
+    await this.until(() => this.closed, 5_000, 'close');
+  }
+
+  async close(): Promise<void> {
+    this.stopTimers();
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.close(1000);
+    await this.stt?.close();
+    this.stt = null;
+  }
+
+  private stopTimers() {
+    if (this.sendTimer) clearInterval(this.sendTimer);
+    if (this.playTimer) clearTimeout(this.playTimer);
+    this.sendTimer = null;
+    this.playTimer = null;
+  }
+
+  private wake() {
+    for (const w of [...this.waiters]) {
+      if (w.test()) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  }
+
+  private until(test: () => boolean, timeoutMs: number, what = 'condition'): Promise<void> {
+    if (test()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = { test, resolve: () => { clearTimeout(timer); clearInterval(poll); resolve(); } };
+      const poll = setInterval(() => this.wake(), 50);
+      const timer = setTimeout(() => {
+        clearInterval(poll);
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(new Error(`timed out waiting for ${what}; heard so far: ${this.heardText()}`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * Twilio's side of the service: the voice webhook (form body, `X-Twilio-Signature`) and the
+ * media-stream WebSocket on the same server.
+ */
+import type { FastifyInstance } from 'fastify';
+import { WebSocketServer } from 'ws';
+import type { CallService } from '../../calls/service.js';
+import { parseForm } from './signature.js';
+
+export const VOICE_PATH = '/telephony/twilio/voice';
+export const MEDIA_PATH = '/telephony/twilio/media';
+
+export async function twilioRoutes(app: FastifyInstance, opts: { calls: CallService; publicUrl: string }) {
+  await app.register(async (scope) => {
+    scope.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 64 * 1024 },
+      (_request, body, done) => done(null, parseForm(body as string)),
+    );
+    scope.post(VOICE_PATH, { schema: { hide: true } }, async (request, reply) => {
+      const params = (request.body ?? {}) as ReturnType<typeof parseForm>;
+      if (typeof params !== 'object' || Array.isArray(params)) {
+        return reply.code(400).send({ error: 'Invalid request', details: ['body: expected a form'] });
+      }
+      const url = `${opts.publicUrl.replace(/\/$/, '')}${request.url}`;
+      const signature = request.headers['x-twilio-signature'];
+      const result = await opts.calls.inboundVoice(url, params, typeof signature === 'string' ? signature : undefined);
+      if (result.status !== 200) {
+        return reply.code(result.status).send({ error: result.status === 403 ? 'Forbidden' : 'Not found', message: result.message });
+      }
+      return reply.code(200).header('content-type', 'text/xml; charset=utf-8').send(result.twiml);
+    });
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+  app.server.on('upgrade', (request, socket, head) => {
+    const path = (request.url ?? '').split('?')[0];
+    if (path !== MEDIA_PATH) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      opts.calls.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
+    });
+  });
+  app.addHook('onClose', async () => {
+    for (const client of wss.clients) client.terminate();
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+  });
+}
