@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Store } from './store/index.js';
 import { registerAuth } from './api/auth.js';
-import { ApiError, registerErrorHandler, RequestValidationError } from './api/errors.js';
+import { ApiError, frameworkErrors, registerErrorHandler, RequestValidationError } from './api/errors.js';
 import { workflowRoutes } from './api/workflows.js';
 import { assistantRoutes } from './api/assistants.js';
 import { numberRoutes } from './api/numbers.js';
@@ -32,6 +32,7 @@ export async function buildApp({ config, store, logger }: AppOptions): Promise<F
     bodyLimit: BODY_LIMIT,
     genReqId: () => randomUUID(),
     routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors,
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler<z.ZodType>(({ schema, httpPart }) => (data) => {

@@ -2,7 +2,7 @@
  * One error type for every API failure, each with a stable `error` phrase (DECISIONS 2), and the
  * Fastify error handler that turns anything thrown into exactly those bodies.
  */
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { formatZodIssues } from '../../engine/validate.js';
 import { ConflictError, InUseError, UnknownReferenceError } from '../store/errors.js';
@@ -59,16 +59,25 @@ export function registerErrorHandler(app: FastifyInstance): void {
       .send({ error: 'Not found', message: `No route ${request.method} ${request.url.split('?')[0]}.` });
   });
 
-  app.setErrorHandler((err: FastifyError | ApiError | RequestValidationError, request, reply) => {
-    const apiError = toApiError(err, request.id);
-    if (apiError.statusCode >= 500) {
-      request.log.error({ err }, 'request failed');
-    } else {
-      request.log.info({ status: apiError.statusCode, error: apiError.error }, 'request refused');
-    }
-    void reply.headers(apiError.headers).code(apiError.statusCode).send(apiError.body());
-  });
+  app.setErrorHandler(sendError);
 }
+
+function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const apiError = toApiError(err, request.id);
+  if (apiError.statusCode >= 500) {
+    request.log.error({ err }, 'request failed');
+  } else {
+    request.log.info({ status: apiError.statusCode, error: apiError.error }, 'request refused');
+  }
+  void reply.headers(apiError.headers).code(apiError.statusCode).send(apiError.body());
+}
+
+/**
+ * Fastify's `frameworkErrors` option: errors met before routing (a bad percent-encoding, an
+ * over-long path parameter) get the same bodies as every other error, not Fastify's own.
+ */
+export const frameworkErrors = (err: FastifyError, request: FastifyRequest, reply: FastifyReply) =>
+  sendError(err, request, reply);
 
 function toApiError(err: unknown, requestId: string): ApiError {
   if (err instanceof ApiError) return err;
@@ -98,6 +107,11 @@ function toApiError(err: unknown, requestId: string): ApiError {
       return invalidRequest(['body: Content-Length does not match the body']);
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError(413, 'Payload too large', 'The request body is over the 1 MiB limit.');
+    case 'FST_ERR_BAD_URL':
+      return invalidRequest(['path: not a valid URL (malformed percent-encoding)']);
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      // an id this long cannot be a UUID: like any other non-UUID id
+      return new ApiError(404, 'Not found', 'No such resource.');
     default:
       break;
   }

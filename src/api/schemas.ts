@@ -12,6 +12,7 @@ import {
   assistantFields,
 } from '../../engine/schema.js';
 import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
+import { storable } from './storable.js';
 
 const definitionJsonSchema = (() => {
   const js = z.toJSONSchema(WorkflowDefinition, {
@@ -44,17 +45,21 @@ export const ErrorBody = z.object({
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
 const WorkflowName = z.string().min(1).max(LIMITS.nameLength);
 
-export const WorkflowCreateBody = z.strictObject({
-  name: WorkflowName,
-  definition: DefinitionInput,
-  is_active: z.boolean().optional(),
-});
+export const WorkflowCreateBody = storable(
+  z.strictObject({
+    name: WorkflowName,
+    definition: DefinitionInput,
+    is_active: z.boolean().optional(),
+  }),
+);
 
-export const WorkflowPatchBody = z.strictObject({
-  name: WorkflowName.optional(),
-  definition: DefinitionInput.optional(),
-  is_active: z.boolean().optional(),
-});
+export const WorkflowPatchBody = storable(
+  z.strictObject({
+    name: WorkflowName.optional(),
+    definition: DefinitionInput.optional(),
+    is_active: z.boolean().optional(),
+  }),
+);
 
 export const Workflow = z.object({
   id: z.uuid(),
@@ -76,8 +81,8 @@ export const WorkflowSummary = z.object({
   updated_at: Timestamp,
 });
 
-export const AssistantCreateBody = AssistantCreate;
-export const AssistantPatchBody = AssistantPatch;
+export const AssistantCreateBody = storable(AssistantCreate);
+export const AssistantPatchBody = storable(AssistantPatch);
 
 export const Assistant = z.object({
   id: z.uuid(),
@@ -99,7 +104,7 @@ export const WebhookSettings = z.object({
   events: z.array(z.string()),
 });
 
-export const NumberCreateBody = z.strictObject({
+const NumberFields = z.strictObject({
   number: E164,
   name: z.string().max(LIMITS.nameLength).nullable().optional(),
   provider: z.literal('twilio').optional(),
@@ -108,7 +113,8 @@ export const NumberCreateBody = z.strictObject({
   webhook: WebhookSettingsInput.nullable().optional(),
 });
 
-export const NumberPatchBody = NumberCreateBody.partial();
+export const NumberCreateBody = storable(NumberFields);
+export const NumberPatchBody = storable(NumberFields.partial());
 
 export const PhoneNumber = z.object({
   id: z.uuid(),
@@ -122,20 +128,22 @@ export const PhoneNumber = z.object({
   updated_at: Timestamp,
 });
 
-export const AccountPatchBody = z.strictObject({
-  webhook: WebhookSettingsInput.nullable().optional(),
-  telephony: z
-    .strictObject({
-      twilio: z
-        .strictObject({
-          account_sid: z.string().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
-          auth_token: z.string().min(8).max(256),
-        })
-        .nullable()
-        .optional(),
-    })
-    .optional(),
-});
+export const AccountPatchBody = storable(
+  z.strictObject({
+    webhook: WebhookSettingsInput.nullable().optional(),
+    telephony: z
+      .strictObject({
+        twilio: z
+          .strictObject({
+            account_sid: z.string().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
+            auth_token: z.string().min(8).max(256),
+          })
+          .nullable()
+          .optional(),
+      })
+      .optional(),
+  }),
+);
 
 export const Account = z.object({
   id: z.uuid(),

@@ -1,0 +1,171 @@
+/** GET/PATCH /account (DECISIONS 6): the default webhook and the telephony credentials. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { build, type TestApp } from '../helpers/app.js';
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await build();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const ALL_EVENTS = ['assistant-request', 'tool-calls', 'status-update', 'end-of-call-report'];
+const SID = `AC${'0123456789abcdef'.repeat(2)}`;
+const GENERATED_SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
+
+const get = (key?: string) => t.request('GET', '/account', undefined, key);
+const patch = (body: unknown, key?: string) => t.request('PATCH', '/account', body, key);
+
+describe('account settings', () => {
+  it('starts empty: the organization, no webhook, no telephony credentials', async () => {
+    const res = await get();
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({
+      account: { id: t.orgId, name: 'Acme Test', webhook: null, telephony: { twilio: null } },
+    });
+  });
+
+  it('a webhook without a secret gets a generated one, shown once, then masked', async () => {
+    const res = await patch({ webhook: { url: 'https://example.com/hooks' } });
+    expect(res.statusCode).toBe(200);
+    const { webhook } = res.json().account;
+    expect(webhook).toEqual({ url: 'https://example.com/hooks', secret: expect.stringMatching(GENERATED_SECRET), events: ALL_EVENTS });
+    const masked = `whsec_…${webhook.secret.slice(-4)}`;
+    expect((await get()).json().account.webhook).toEqual({ url: 'https://example.com/hooks', secret: masked, events: ALL_EVENTS });
+    // the secret shown once is the one kept for signing
+    expect((await t.store.account.get(t.orgId)).webhook?.secret).toBe(webhook.secret);
+    // a later change of something else does not show it again
+    const other = await patch({ telephony: { twilio: null } });
+    expect(other.json().account.webhook.secret).toBe(masked);
+  });
+
+  it('a webhook with its own secret shows it masked, even in the response that set it', async () => {
+    const res = await patch({
+      webhook: { url: 'https://example.com/h2', secret: 'my-own-signing-secret', events: ['status-update', 'end-of-call-report'] },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().account.webhook).toEqual({
+      url: 'https://example.com/h2',
+      secret: '…cret',
+      events: ['status-update', 'end-of-call-report'],
+    });
+    expect(res.body).not.toContain('my-own-signing-secret');
+    const whsec = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const second = await patch({ webhook: { url: 'https://example.com/h3', secret: whsec } });
+    expect(second.json().account.webhook.secret).toBe('whsec_…LaSw');
+    expect((await get()).body).not.toContain(whsec);
+    expect((await t.store.account.get(t.orgId)).webhook?.secret).toBe(whsec);
+  });
+
+  it('an empty events list is kept (the level then sends nothing)', async () => {
+    const res = await patch({ webhook: { url: 'https://example.com/quiet', secret: 'quiet-secret', events: [] } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().account.webhook.events).toEqual([]);
+  });
+
+  it('null clears the webhook; omitting it leaves it alone', async () => {
+    await patch({ webhook: { url: 'https://example.com/keep', secret: 'keep-secret' } });
+    expect((await patch({})).json().account.webhook.url).toBe('https://example.com/keep');
+    expect((await patch({ telephony: {} })).json().account.webhook.url).toBe('https://example.com/keep');
+    const cleared = await patch({ webhook: null });
+    expect(cleared.statusCode).toBe(200);
+    expect(cleared.json().account.webhook).toBeNull();
+    expect((await get()).json().account.webhook).toBeNull();
+  });
+
+  it('twilio credentials: the auth token is write-only (masked in every response)', async () => {
+    const token = 'a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6';
+    const res = await patch({ telephony: { twilio: { account_sid: SID, auth_token: token } } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().account.telephony).toEqual({ twilio: { account_sid: SID, auth_token: '…c5d6' } });
+    expect(res.body).not.toContain(token);
+    const got = await get();
+    expect(got.json().account.telephony).toEqual({ twilio: { account_sid: SID, auth_token: '…c5d6' } });
+    expect(got.body).not.toContain(token);
+    expect((await t.store.account.get(t.orgId)).twilio).toEqual({ account_sid: SID, auth_token: token });
+
+    // the webhook is left alone by a telephony change, and the reverse
+    await patch({ webhook: { url: 'https://example.com/both', secret: 'both-secret' } });
+    expect((await get()).json().account.telephony.twilio.account_sid).toBe(SID);
+    expect((await patch({ telephony: { twilio: null } })).json().account.webhook.url).toBe('https://example.com/both');
+    expect((await get()).json().account.telephony).toEqual({ twilio: null });
+  });
+
+  it('checks the account SID pattern and the token length', async () => {
+    for (const account_sid of ['AC123', `XX${'0'.repeat(32)}`, `AC${'g'.repeat(32)}`, `AC${'0'.repeat(33)}`, '']) {
+      const res = await patch({ telephony: { twilio: { account_sid, auth_token: 'long-enough-token' } } });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({
+        error: 'Invalid request',
+        message: expect.any(String),
+        details: ['telephony.twilio.account_sid: must be a Twilio account SID (AC + 32 hex digits)'],
+      });
+    }
+    const upper = await patch({ telephony: { twilio: { account_sid: SID.toUpperCase(), auth_token: 'long-enough-token' } } });
+    expect(upper.statusCode).toBe(200);
+    const short = await patch({ telephony: { twilio: { account_sid: SID, auth_token: 'short' } } });
+    expect(short.statusCode).toBe(400);
+    expect(short.json().details[0]).toMatch(/^telephony\.twilio\.auth_token: /);
+    const missing = await patch({ telephony: { twilio: { account_sid: SID } } });
+    expect(missing.json().details).toEqual(['telephony.twilio.auth_token: required']);
+  });
+
+  it('refuses bad webhook settings, listing every problem', async () => {
+    const res = await patch({ webhook: { url: 'ftp://example.com', secret: 'short', events: ['nope'] } });
+    expect(res.statusCode).toBe(400);
+    const details: string[] = res.json().details;
+    expect(details.some((d) => d.startsWith('webhook.url: '))).toBe(true);
+    expect(details.some((d) => d.startsWith('webhook.secret: '))).toBe(true);
+    expect(details.some((d) => d.startsWith('webhook.events[0]: '))).toBe(true);
+    const noUrl = await patch({ webhook: { secret: 'long-enough' } });
+    expect(noUrl.json().details).toContain('webhook.url: required');
+    const notObject = await patch({ webhook: 'https://example.com' });
+    expect(notObject.json().details[0]).toMatch(/^webhook: /);
+  });
+
+  it('names unknown fields at every level', async () => {
+    const res = await patch({
+      timezone: 'UTC',
+      webhook: { url: 'https://example.com/h', headers: {} },
+      telephony: { vonage: {}, twilio: { account_sid: SID, auth_token: 'long-enough-token', region: 'us1' } },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().details).toEqual(
+      expect.arrayContaining([
+        'timezone: unknown field',
+        'webhook.headers: unknown field',
+        'telephony.vonage: unknown field',
+        'telephony.twilio.region: unknown field',
+      ]),
+    );
+  });
+
+  it('a refused PATCH changes nothing', async () => {
+    await patch({ webhook: { url: 'https://example.com/stable', secret: 'stable-secret' }, telephony: { twilio: null } });
+    const before = (await get()).json();
+    await patch({ webhook: { url: 'https://example.com/changed' }, telephony: { twilio: { account_sid: 'bad', auth_token: 'x' } } });
+    expect((await get()).json()).toEqual(before);
+  });
+
+  it("organizations are isolated: each sees and changes only its own settings", async () => {
+    await patch({
+      webhook: { url: 'https://acme.example.com/h', secret: 'acme-secret' },
+      telephony: { twilio: { account_sid: SID, auth_token: 'acme-token-123' } },
+    });
+    const theirs = await get(t.otherKey);
+    expect(theirs.json().account).toEqual({
+      id: expect.any(String),
+      name: 'Other Org',
+      webhook: null,
+      telephony: { twilio: null },
+    });
+    expect(theirs.json().account.id).not.toBe(t.orgId);
+    await patch({ webhook: { url: 'https://other.example.com/h' } }, t.otherKey);
+    expect((await get()).json().account.webhook.url).toBe('https://acme.example.com/h');
+    expect((await get(t.otherKey)).json().account.webhook.url).toBe('https://other.example.com/h');
+    await patch({ webhook: null }, t.otherKey);
+    expect((await get()).json().account.webhook.url).toBe('https://acme.example.com/h');
+    expect((await get()).json().account.telephony.twilio.account_sid).toBe(SID);
+  });
+});

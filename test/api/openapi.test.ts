@@ -1,0 +1,200 @@
+/** /openapi.json (generated from the zod schemas) and the /docs page. */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { build, type TestApp } from '../helpers/app.js';
+
+type Json = Record<string, any>;
+
+let t: TestApp;
+let doc: Json;
+beforeAll(async () => {
+  t = await build();
+  const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
+  expect(res.statusCode).toBe(200);
+  expect(res.headers['content-type']).toMatch(/^application\/json/);
+  doc = res.json();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const ROUTES: Record<string, string[]> = {
+  '/workflows': ['get', 'post'],
+  '/workflows/{id}': ['delete', 'get', 'patch'],
+  '/assistants': ['get', 'post'],
+  '/assistants/{id}': ['delete', 'get', 'patch'],
+  '/numbers': ['get', 'post'],
+  '/numbers/{id}': ['delete', 'get', 'patch'],
+  '/account': ['get', 'patch'],
+  '/catalog': ['get'],
+  '/healthz': ['get'],
+  '/readyz': ['get'],
+};
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+
+/** Follows local `$ref`s (`#/components/schemas/X`), however the generator chose to lay them out. */
+function deref(schema: Json | undefined): Json | undefined {
+  let s = schema;
+  for (let i = 0; s && typeof s.$ref === 'string' && i < 20; i++) {
+    s = s.$ref
+      .replace(/^#\//, '')
+      .split('/')
+      .reduce((node: Json | undefined, part: string) => node?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+  }
+  return s;
+}
+
+const bodySchema = (path: string, method: string) =>
+  deref(doc.paths[path][method].requestBody?.content?.['application/json']?.schema);
+
+describe('GET /openapi.json', () => {
+  it('is an OpenAPI 3 document about this service', () => {
+    expect(doc.openapi).toMatch(/^3\.\d+\.\d+$/);
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    expect(doc.info).toMatchObject({ title: expect.stringContaining('Switchboard'), version: pkg.version });
+    expect(typeof doc.paths).toBe('object');
+  });
+
+  it('lists every route with exactly its methods, and nothing internal', () => {
+    const listed = Object.fromEntries(
+      Object.entries(doc.paths as Json).map(([path, ops]) => [
+        path,
+        Object.keys(ops).filter((m) => HTTP_METHODS.has(m)).sort(),
+      ]),
+    );
+    expect(listed).toEqual(ROUTES);
+    expect(Object.keys(doc.paths)).not.toContain('/openapi.json');
+    expect(Object.keys(doc.paths).some((p) => p.startsWith('/docs'))).toBe(false);
+  });
+
+  it('every operation has a summary, a tag, a success response and its documented errors', () => {
+    for (const [path, methods] of Object.entries(ROUTES)) {
+      for (const method of methods) {
+        const op = doc.paths[path][method];
+        const where = `${method.toUpperCase()} ${path}`;
+        expect(op.summary, where).toEqual(expect.any(String));
+        expect(op.tags?.length, where).toBeGreaterThan(0);
+        const codes = Object.keys(op.responses);
+        const success = method === 'post' ? '201' : method === 'delete' ? '204' : '200';
+        expect(codes, where).toContain(success);
+        if (!path.endsWith('z')) {
+          expect(codes, where).toEqual(expect.arrayContaining(['400', '401', '404', '429']));
+          const error = deref(op.responses['401'].content?.['application/json']?.schema);
+          expect(error?.properties, where).toHaveProperty('error');
+          expect(error?.required, where).toContain('error');
+        }
+      }
+    }
+    expect(Object.keys(doc.paths['/workflows/{id}'].delete.responses)).toContain('409');
+    expect(Object.keys(doc.paths['/assistants/{id}'].delete.responses)).toContain('409');
+  });
+
+  it('documents {id} as a required UUID path parameter', () => {
+    for (const [path, methods] of Object.entries(ROUTES)) {
+      if (!path.includes('{id}')) continue;
+      for (const method of methods) {
+        const params = doc.paths[path][method].parameters as Json[];
+        const id = params.find((p) => p.name === 'id');
+        expect(id, `${method} ${path}`).toMatchObject({ in: 'path', required: true });
+        expect(deref(id!.schema)).toMatchObject({ type: 'string', format: 'uuid' });
+      }
+    }
+  });
+
+  it('documents a JSON request body for every write, strict (no unknown fields)', () => {
+    for (const [path, methods] of Object.entries(ROUTES)) {
+      for (const method of methods.filter((m) => m === 'post' || m === 'patch')) {
+        const schema = bodySchema(path, method);
+        expect(schema, `${method} ${path}`).toMatchObject({ type: 'object', additionalProperties: false });
+        expect(Object.keys(schema!.properties).length).toBeGreaterThan(0);
+      }
+    }
+    expect(bodySchema('/assistants', 'post')!.required).toEqual(['name']);
+    expect(bodySchema('/numbers', 'post')!.required).toEqual(['number']);
+    expect(Object.keys(bodySchema('/numbers/{id}', 'patch')!.properties)).toEqual(
+      expect.arrayContaining(['workflow_id', 'assistant_id']),
+    );
+  });
+
+  it('the workflow create body documents the definition: version, entry_node, nodes, edges', () => {
+    const body = bodySchema('/workflows', 'post')!;
+    expect(Object.keys(body.properties).sort()).toEqual(['definition', 'is_active', 'name']);
+    expect(body.required).toEqual(expect.arrayContaining(['name', 'definition']));
+    const definition = deref(body.properties.definition)!;
+    expect(definition.type).toBe('object');
+    expect(Object.keys(definition.properties)).toEqual(
+      expect.arrayContaining(['version', 'entry_node', 'global_prompt', 'nodes', 'edges']),
+    );
+    expect(definition.required).toEqual(expect.arrayContaining(['version', 'entry_node', 'nodes', 'edges']));
+    const nodes = deref(definition.properties.nodes)!;
+    expect(nodes.type).toBe('array');
+    const variants = (deref(nodes.items)!.oneOf ?? deref(nodes.items)!.anyOf) as Json[];
+    const types = variants.map((v) => deref(v)!.properties.type.enum?.[0] ?? deref(v)!.properties.type.const).sort();
+    expect(types).toEqual(['conversation', 'end', 'tool', 'transfer']);
+    const edge = deref(deref(definition.properties.edges)!.items)!;
+    expect(Object.keys(edge.properties)).toEqual(expect.arrayContaining(['from', 'to', 'description', 'message']));
+    // PATCH documents the same definition
+    const patchDefinition = deref(bodySchema('/workflows/{id}', 'patch')!.properties.definition)!;
+    expect(Object.keys(patchDefinition.properties)).toEqual(Object.keys(definition.properties));
+  });
+
+  it('declares the bearer scheme, required everywhere but on health', () => {
+    const schemes = doc.components.securitySchemes as Json;
+    const bearer = Object.entries(schemes).find(([, s]) => s.type === 'http' && s.scheme === 'bearer');
+    expect(bearer).toBeDefined();
+    const [name] = bearer!;
+    expect(doc.security).toEqual([{ [name]: [] }]);
+    for (const [path, methods] of Object.entries(ROUTES)) {
+      for (const method of methods) {
+        const op = doc.paths[path][method];
+        if (path === '/healthz' || path === '/readyz') expect(op.security).toEqual([]);
+        else expect(op.security === undefined || JSON.stringify(op.security).includes(name)).toBe(true);
+      }
+    }
+  });
+
+  it('describes what the API really answers: a created workflow matches the documented 201 shape', async () => {
+    const created = await t.request('POST', '/workflows', {
+      name: 'Doc',
+      definition: {
+        version: 1,
+        entry_node: 'a',
+        nodes: [
+          { id: 'a', type: 'conversation', instructions: 'Greet.' },
+          { id: 'b', type: 'end' },
+        ],
+        edges: [{ from: 'a', to: 'b', description: 'done' }],
+      },
+    });
+    expect(created.statusCode).toBe(201);
+    const documented = deref(doc.paths['/workflows'].post.responses['201'].content['application/json'].schema)!;
+    const workflow = deref(documented.properties.workflow)!;
+    expect(Object.keys(created.json().workflow).sort()).toEqual(Object.keys(workflow.properties).sort());
+  });
+});
+
+describe('/docs', () => {
+  it('serves an HTML page that loads the OpenAPI document', async () => {
+    let url = '/docs';
+    let res = await t.app.inject({ method: 'GET', url });
+    for (let hops = 0; res.statusCode >= 300 && res.statusCode < 400 && hops < 5; hops++) {
+      url = new URL(String(res.headers.location), `http://localhost${url}`).pathname;
+      res = await t.app.inject({ method: 'GET', url });
+    }
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/html/);
+    expect(res.body).toMatch(/<html/i);
+    expect(res.body).toMatch(/swagger/i);
+    const init = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
+    expect(init.statusCode).toBe(200);
+    // the page reads the same document as /openapi.json
+    const served = await t.app.inject({ method: 'GET', url: '/docs/json' });
+    expect(served.statusCode).toBe(200);
+    expect(served.json().paths).toEqual(doc.paths);
+  });
+
+  it('needs no key', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/docs', headers: { authorization: 'Bearer nope' } });
+    expect(res.statusCode).toBeLessThan(400);
+  });
+});
