@@ -1,0 +1,418 @@
+/**
+ * A local stand-in for the ElevenLabs API, close enough to the wire protocol that the official
+ * SDK (`@elevenlabs/elevenlabs-js`) works against it:
+ *
+ * - WebSocket `GET /v1/text-to-speech/:voice_id/stream-input` (the stream-input protocol: a
+ *   first message `{text:" ", voice_settings, generation_config, xi-api-key?}`, then
+ *   `{text, flush?, try_trigger_generation?}`, closed by `{text:""}`; answers
+ *   `{audio, isFinal, normalizedAlignment, alignment}` and finally `{audio:null, isFinal:true}`).
+ * - `POST /v1/text-to-speech/:voice_id/stream` and `POST /v1/text-to-speech/:voice_id`
+ *   (what the SDK's `textToSpeech.stream()` and `convert()` call), for `output_format=ulaw_8000`.
+ *
+ * The audio carries its text so tests can check order: every UTF-8 byte of the synthesized text
+ * becomes `bytesPerChar` μ-law bytes of that value (see `audioForText`).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+
+export interface FakeElevenLabsScript {
+  /** The key that is accepted (header `xi-api-key`, or `xi-api-key` in the first message). */
+  apiKey: string;
+  /** How a wrong key on the socket is refused: HTTP 401 at the upgrade, or an error message + close 1008. */
+  authFailure: 'http-401' | 'ws-error';
+  /** μ-law bytes generated per UTF-8 byte of text (160 = 20 ms). */
+  bytesPerChar: number;
+  /** Size of each audio message (bytes before base64); deliberately not a multiple of 160. */
+  chunkBytes: number;
+  /** Wait before each audio message (ms). */
+  audioDelayMs: number;
+  /** Wait before answering the WebSocket upgrade (ms); `Infinity` never answers. */
+  handshakeDelayMs: number;
+  /** Never send audio, nor isFinal (the client's timeout is tested). */
+  silent: boolean;
+  /** After this many audio messages of a socket, send `errorMessage` and close with `errorCloseCode`. */
+  errorAfterAudioMessages: number | null;
+  errorMessage: Record<string, unknown>;
+  errorCloseCode: number;
+  /** After this many audio messages of a socket, drop the TCP connection (no close frame). */
+  dropAfterAudioMessages: number | null;
+  /** Close (1000) right after the first message, without audio or isFinal. */
+  closeCleanlyAfterInit: boolean;
+  /** At the end of input, close (1000) without sending `isFinal` first. */
+  omitFinal: boolean;
+  /** Send a message that is not JSON instead of the first audio message. */
+  sendInvalidJson: boolean;
+}
+
+export interface RecordedSocket {
+  voiceId: string;
+  query: URLSearchParams;
+  headers: IncomingMessage['headers'];
+  /** Every JSON message the client sent, in order. */
+  messages: Record<string, unknown>[];
+  /** Texts that audio was generated for, in order. */
+  generated: string[];
+  audioMessages: number;
+  closed: boolean;
+  /** Close code the client sent, or 1006 when the TCP connection went without one. */
+  closeCode: number | null;
+}
+
+export interface RecordedHttpRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown> | null;
+}
+
+export interface FakeElevenLabs {
+  /** `http://127.0.0.1:<port>`: the value for `ELEVENLABS_API_BASE` and the SDK's `baseUrl`. */
+  url: string;
+  script: FakeElevenLabsScript;
+  sockets: RecordedSocket[];
+  httpRequests: RecordedHttpRequest[];
+  /** TCP connections currently open to the fake (HTTP and WebSocket). */
+  openConnections(): number;
+  /** Closes HTTP keep-alive connections that are idle (an SDK's fetch keeps them pooled). */
+  closeIdleHttpConnections(): void;
+  /** Resolves once no connection is open (or rejects after `timeoutMs`). */
+  waitForNoConnections(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const FAKE_ELEVENLABS_KEY = 'xi-test-key';
+
+export const defaultElevenLabsScript = (): FakeElevenLabsScript => ({
+  apiKey: FAKE_ELEVENLABS_KEY,
+  authFailure: 'http-401',
+  bytesPerChar: 160,
+  chunkBytes: 1000,
+  audioDelayMs: 0,
+  handshakeDelayMs: 0,
+  silent: false,
+  errorAfterAudioMessages: null,
+  errorMessage: { message: 'We are sorry, something went wrong.', error: 'internal_error', code: 1011 },
+  errorCloseCode: 1011,
+  dropAfterAudioMessages: null,
+  closeCleanlyAfterInit: false,
+  omitFinal: false,
+  sendInvalidJson: false,
+});
+
+/** The μ-law audio the fake makes for `text`: each UTF-8 byte held for `bytesPerChar` samples. */
+export function audioForText(text: string, bytesPerChar = 160): Buffer {
+  const utf8 = Buffer.from(text, 'utf8');
+  const out = Buffer.alloc(utf8.length * bytesPerChar);
+  for (let i = 0; i < utf8.length; i++) out.fill(utf8[i]!, i * bytesPerChar, (i + 1) * bytesPerChar);
+  return out;
+}
+
+/** The inverse of `audioForText` for audio that came through whole. */
+export function textFromAudio(audio: Buffer, bytesPerChar = 160): string {
+  const bytes: number[] = [];
+  for (let i = 0; i + bytesPerChar <= audio.length; i += bytesPerChar) bytes.push(audio[i]!);
+  return Buffer.from(bytes).toString('utf8');
+}
+
+const DEFAULT_SCHEDULE = [120, 160, 250, 290];
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function startFakeElevenLabs(
+  overrides: Partial<FakeElevenLabsScript> = {},
+): Promise<FakeElevenLabs> {
+  const script: FakeElevenLabsScript = { ...defaultElevenLabsScript(), ...overrides };
+  const sockets: RecordedSocket[] = [];
+  const httpRequests: RecordedHttpRequest[] = [];
+  const connections = new Set<Socket>();
+  const pendingTimers = new Set<NodeJS.Timeout>();
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
+
+  const later = (ms: number, fn: () => void): NodeJS.Timeout | undefined => {
+    if (!Number.isFinite(ms)) return undefined;
+    const t = setTimeout(() => {
+      pendingTimers.delete(t);
+      fn();
+    }, ms);
+    pendingTimers.add(t);
+    return t;
+  };
+
+  const server: Server = createServer((req, res) => {
+    handleHttp(req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendJson(res, 500, { detail: { status: 'internal', message: String(err) } });
+      else res.destroy();
+    });
+  });
+  server.on('connection', (socket) => {
+    connections.add(socket);
+    socket.on('close', () => connections.delete(socket));
+  });
+
+  server.on('upgrade', (req, socket, head) => {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const match = /^\/v1\/text-to-speech\/([^/]+)\/stream-input$/.exec(url.pathname);
+    if (!match) {
+      socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    const headerKey = req.headers['xi-api-key'];
+    if (headerKey !== undefined && headerKey !== script.apiKey && script.authFailure === 'http-401') {
+      const body = JSON.stringify({ detail: { status: 'invalid_api_key', message: 'Invalid API key' } });
+      socket.end(
+        `HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+      return;
+    }
+    // Until the upgrade is answered, a client that goes away must not leave a half-open socket.
+    const onEnd = () => socket.destroy();
+    socket.on('end', onEnd);
+    socket.on('error', () => {});
+    const forget = () => {
+      if (answer) {
+        clearTimeout(answer);
+        pendingTimers.delete(answer);
+      }
+    };
+    socket.on('close', forget);
+    const answer = later(script.handshakeDelayMs, () => {
+      socket.off('close', forget);
+      if (socket.destroyed) return;
+      socket.off('end', onEnd);
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        onSocket(ws, req, decodeURIComponent(match[1]!), url.searchParams, headerKey === script.apiKey);
+      });
+    });
+  });
+
+  function onSocket(ws: WebSocket, req: IncomingMessage, voiceId: string, query: URLSearchParams, headerAuthed: boolean) {
+    const record: RecordedSocket = {
+      voiceId,
+      query,
+      headers: req.headers,
+      messages: [],
+      generated: [],
+      audioMessages: 0,
+      closed: false,
+      closeCode: null,
+    };
+    sockets.push(record);
+    let buffer = '';
+    let initialized = false;
+    let schedule = DEFAULT_SCHEDULE;
+    let scheduleIndex = 0;
+    // Messages go out one after another, each after its delay, in order.
+    let outbox: Promise<void> = Promise.resolve();
+    let stopped = false;
+
+    const refuse = (message: Record<string, unknown>, code: number, reason: string) => {
+      stopped = true;
+      ws.send(JSON.stringify(message));
+      ws.close(code, reason);
+    };
+
+    const queue = (step: () => void | Promise<void>) => {
+      outbox = outbox.then(async () => {
+        if (stopped || ws.readyState !== ws.OPEN) return;
+        await step();
+      });
+    };
+
+    const generate = (text: string) => {
+      if (script.silent || text.trim().length === 0) return;
+      record.generated.push(text);
+      const audio = audioForText(text, script.bytesPerChar);
+      const msPerChar = script.bytesPerChar / 8;
+      const chars = [...text];
+      for (let off = 0; off < audio.length; off += script.chunkBytes) {
+        const piece = audio.subarray(off, off + script.chunkBytes);
+        const first = off === 0;
+        queue(async () => {
+          if (script.audioDelayMs > 0) await sleep(script.audioDelayMs);
+          if (stopped || ws.readyState !== ws.OPEN) return;
+          if (script.sendInvalidJson) {
+            ws.send('<html>502 Bad Gateway</html>');
+            return;
+          }
+          const alignment = first
+            ? {
+                chars,
+                charStartTimesMs: chars.map((_, i) => Math.round(i * msPerChar)),
+                charDurationsMs: chars.map(() => Math.round(msPerChar)),
+              }
+            : null;
+          ws.send(
+            JSON.stringify({
+              audio: piece.toString('base64'),
+              isFinal: null,
+              normalizedAlignment: alignment,
+              alignment,
+            }),
+          );
+          record.audioMessages++;
+          if (script.dropAfterAudioMessages !== null && record.audioMessages >= script.dropAfterAudioMessages) {
+            stopped = true;
+            ws.terminate();
+          } else if (script.errorAfterAudioMessages !== null && record.audioMessages >= script.errorAfterAudioMessages) {
+            refuse(script.errorMessage, script.errorCloseCode, String(script.errorMessage.message ?? 'error').slice(0, 120));
+          }
+        });
+      }
+    };
+
+    ws.on('message', (data, isBinary) => {
+      if (stopped) return;
+      let msg: Record<string, unknown>;
+      try {
+        if (isBinary) throw new Error('binary');
+        msg = JSON.parse(data.toString()) as Record<string, unknown>;
+      } catch {
+        refuse({ message: 'Invalid message received', error: 'invalid_message', code: 1008 }, 1008, 'Invalid message received');
+        return;
+      }
+      record.messages.push(msg);
+      if (typeof msg.text !== 'string') {
+        refuse({ message: 'Field "text" is required', error: 'invalid_message', code: 1008 }, 1008, 'Field text is required');
+        return;
+      }
+      if (!initialized) {
+        initialized = true;
+        const bodyKey = msg['xi-api-key'];
+        if (!headerAuthed && bodyKey !== script.apiKey) {
+          refuse({ message: 'Invalid API key', error: 'invalid_api_key', code: 1008 }, 1008, 'Invalid API key');
+          return;
+        }
+        if (msg.text !== ' ') {
+          refuse({ message: 'The first message must be a single space', error: 'invalid_message', code: 1008 }, 1008, 'Invalid first message');
+          return;
+        }
+        const config = msg.generation_config as { chunk_length_schedule?: number[] } | undefined;
+        if (Array.isArray(config?.chunk_length_schedule) && config.chunk_length_schedule.length > 0) {
+          schedule = config.chunk_length_schedule;
+        }
+        if (script.closeCleanlyAfterInit) {
+          stopped = true;
+          ws.close(1000);
+        }
+        return;
+      }
+      if (msg.text === '') {
+        // End of input: generate what is left, then isFinal, then close.
+        generate(buffer);
+        buffer = '';
+        if (script.silent) return;
+        queue(() => {
+          if (!script.omitFinal) {
+            ws.send(JSON.stringify({ audio: null, isFinal: true, normalizedAlignment: null, alignment: null }));
+          }
+          stopped = true;
+          ws.close(1000);
+        });
+        return;
+      }
+      buffer += msg.text;
+      const threshold = schedule[Math.min(scheduleIndex, schedule.length - 1)] ?? 120;
+      if (msg.flush === true || msg.try_trigger_generation === true || buffer.length >= threshold) {
+        if (msg.flush !== true) scheduleIndex++;
+        generate(buffer);
+        buffer = '';
+      }
+    });
+    ws.on('close', (code) => {
+      stopped = true;
+      record.closed = true;
+      record.closeCode = code;
+    });
+    ws.on('error', () => {});
+  }
+
+  async function handleHttp(req: IncomingMessage, res: ServerResponse) {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const match = /^\/v1\/text-to-speech\/([^/]+)(\/stream)?$/.exec(url.pathname);
+    const raw = await readBody(req);
+    let body: Record<string, unknown> | null = null;
+    try {
+      body = raw.length > 0 ? (JSON.parse(raw) as Record<string, unknown>) : null;
+    } catch {
+      body = null;
+    }
+    httpRequests.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, body });
+    if (!match || req.method !== 'POST') {
+      sendJson(res, 404, { detail: 'Not Found' });
+      return;
+    }
+    if (req.headers['xi-api-key'] !== script.apiKey) {
+      sendJson(res, 401, { detail: { status: 'invalid_api_key', message: 'Invalid API key' } });
+      return;
+    }
+    if (!body || typeof body.text !== 'string') {
+      sendJson(res, 422, {
+        detail: [{ type: 'missing', loc: ['body', 'text'], msg: 'Field required', input: body }],
+      });
+      return;
+    }
+    const format = url.searchParams.get('output_format') ?? 'mp3_44100_128';
+    if (format !== 'ulaw_8000') {
+      sendJson(res, 400, {
+        detail: { status: 'invalid_output_format', message: `the fake only produces ulaw_8000, not ${format}` },
+      });
+      return;
+    }
+    const audio = audioForText(body.text, script.bytesPerChar);
+    // One request per connection: no pooled socket of an SDK's fetch outlives a test.
+    res.writeHead(200, { 'content-type': 'audio/basic', 'transfer-encoding': 'chunked', connection: 'close' });
+    for (let off = 0; off < audio.length; off += script.chunkBytes) {
+      if (res.destroyed) return;
+      if (script.audioDelayMs > 0) await sleep(script.audioDelayMs);
+      res.write(audio.subarray(off, off + script.chunkBytes));
+    }
+    res.end();
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    script,
+    sockets,
+    httpRequests,
+    openConnections: () => connections.size,
+    closeIdleHttpConnections: () => server.closeIdleConnections(),
+    async waitForNoConnections(timeoutMs = 2_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (connections.size > 0) {
+        if (Date.now() > deadline) throw new Error(`${connections.size} connection(s) still open to the fake`);
+        await sleep(5);
+      }
+    },
+    async close() {
+      for (const t of pendingTimers) clearTimeout(t);
+      pendingTimers.clear();
+      for (const ws of wss.clients) ws.terminate();
+      for (const socket of connections) socket.destroy();
+      wss.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    connection: 'close',
+  });
+  res.end(text);
+}
