@@ -17,16 +17,21 @@ import { numberRoutes } from './api/numbers.js';
 import { accountRoutes } from './api/account.js';
 import { catalogRoutes } from './api/catalog.js';
 import { VERSION } from './version.js';
+import type { Runtime } from './runtime.js';
+import { twilioRoutes } from './telephony/twilio/routes.js';
+import { callRoutes } from './api/calls.js';
 
 export interface AppOptions {
   config: Config;
   store: Store;
   logger: Logger;
+  /** Live calls (telephony endpoints, media sockets, /calls); without it, the API alone. */
+  runtime?: Runtime;
 }
 
 export const BODY_LIMIT = 1024 * 1024;
 
-export async function buildApp({ config, store, logger }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({ config, store, logger, runtime }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -104,7 +109,10 @@ export async function buildApp({ config, store, logger }: AppOptions): Promise<F
     await api.register(numberRoutes(store));
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
+    if (runtime) await api.register(callRoutes(runtime.callStore));
   });
+
+  if (runtime) await twilioRoutes(app, { calls: runtime.calls, publicUrl: config.PUBLIC_URL });
 
   return app;
 }

@@ -5,6 +5,7 @@ import { openDb } from './store/db.js';
 import { DataDirInUseError } from './store/lock.js';
 import { createStore, type Store } from './store/index.js';
 import { buildApp } from './app.js';
+import { createRuntime } from './runtime.js';
 
 const DEV_ORGANIZATION = 'Development';
 
@@ -21,7 +22,8 @@ async function main(): Promise<void> {
   const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   const store = createStore(db);
   const devKey = await ensureDevelopmentKey(config, store);
-  const app = await buildApp({ config, store, logger });
+  const runtime = await createRuntime({ config, store, logger });
+  const app = await buildApp({ config, store, logger, runtime });
 
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -33,6 +35,8 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.SHUTDOWN_GRACE_SECONDS * 1000 + 5000);
     force.unref();
+    // no new calls; live ones may finish within the grace period, then end with their reports sent
+    await runtime.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
     await app.close();
     await db.close();
     logger.info('stopped');

@@ -201,6 +201,7 @@ export class LiveCall {
 
   private carryOut(commands: Command[]): void {
     for (const command of commands) {
+      this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
       if (this.ended) return;
       switch (command.type) {
         case 'say': {
@@ -244,6 +245,7 @@ export class LiveCall {
   private callerTurn(text: string): void {
     if (this.ended) return;
     this.turnStartedAt = performance.now();
+    this.log.debug({ text }, 'caller turn');
     this.recordMessage('user', text, this.session.state().node_id);
     this.disarmSilence();
     this.dispatch({ type: 'caller.said', text });
@@ -418,6 +420,7 @@ export class LiveCall {
         this.turns.transcript(t);
       },
       onSpeechStarted: () => {
+        this.log.debug('caller speech started');
         this.disarmSilence();
         this.turns.speechStarted();
       },

@@ -57,7 +57,7 @@ export class SimulatedCall {
   private sendQueue: Buffer[] = [];
   private sendTimer: NodeJS.Timeout | null = null;
   /** Received audio not yet "played", and the marks interleaved with it. */
-  private playQueue: Array<{ kind: 'audio'; bytes: number } | { kind: 'mark'; name: string }> = [];
+  private playQueue: Array<{ kind: 'audio'; audio: Buffer } | { kind: 'mark'; name: string }> = [];
   private playTimer: NodeJS.Timeout | null = null;
   private waiters: Array<{ test: () => boolean; resolve: () => void }> = [];
   private readonly accountSid: string;
@@ -121,10 +121,17 @@ export class SimulatedCall {
     });
     ws.on('message', (data) => this.onMessage(data.toString()));
     ws.on('close', (code) => {
-      this.closed = true;
       this.closeCode = code;
       this.stopTimers();
-      this.wake();
+      // the line goes quiet: let the ear finish what it was hearing, then the call is over
+      for (const item of this.playQueue) if (item.kind === 'audio') this.stt?.sendAudio(item.audio);
+      this.playQueue = [];
+      for (let i = 0; i < 25; i++) this.stt?.sendAudio(Buffer.alloc(FRAME, SILENCE));
+      this.stt?.finalize();
+      setTimeout(() => {
+        this.closed = true;
+        this.wake();
+      }, 100);
     });
     ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
     ws.send(
@@ -158,8 +165,7 @@ export class SimulatedCall {
       this.frameTimes.push(Date.now());
       this.lastAssistantAudioAt = Date.now();
       if (this.o.recordAudio) this.outboundAudio.push(audio);
-      this.playQueue.push({ kind: 'audio', bytes: audio.length });
-      this.stt?.sendAudio(audio);
+      this.playQueue.push({ kind: 'audio', audio });
       this.schedulePlay();
     } else if (m.event === 'mark' && m.mark?.name) {
       this.playQueue.push({ kind: 'mark', name: m.mark.name });
@@ -183,7 +189,10 @@ export class SimulatedCall {
       const next = this.playQueue[0];
       if (!next) return;
       this.playQueue.shift();
-      this.playTimer = setTimeout(step, (next as { bytes: number }).bytes / 8);
+      const audio = (next as { audio: Buffer }).audio;
+      // what the caller hears, as it plays
+      this.stt?.sendAudio(audio);
+      this.playTimer = setTimeout(step, audio.length / 8);
     };
     step();
   }
@@ -194,6 +203,8 @@ export class SimulatedCall {
   }
 
   private sendFrame() {
+    // the earpiece plays silence whenever no assistant audio is playing
+    if (!this.playTimer && this.playQueue.length === 0) this.stt?.sendAudio(Buffer.alloc(FRAME, SILENCE));
     let frame = this.sendQueue.shift();
     if (!frame) frame = Buffer.alloc(FRAME, SILENCE);
     if (this.o.recordAudio) this.inboundAudio.push(frame);

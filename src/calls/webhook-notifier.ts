@@ -1,0 +1,156 @@
+/**
+ * The webhook layer seen from a call: which URL each event goes to (tool > assistant > number >
+ * account), the bodies, and the `assistant-request` exchange that picks a number's assistant.
+ */
+import type { Logger } from 'pino';
+import { assistantProblems, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
+import type { Store } from '../store/index.js';
+import type { AccountSettings } from '../store/account.js';
+import type { PhoneNumber } from '../store/numbers.js';
+import type { Providers } from '../providers/types.js';
+import type { WebhookService } from '../webhooks/service.js';
+import { resolveWebhookTarget } from '../webhooks/target.js';
+import {
+  assistantRequestMessage,
+  endOfCallReportMessage,
+  statusUpdateMessage,
+  toolCallsMessage,
+  type CallContext,
+  type CompleteChat,
+  type EndedReason,
+} from '../webhooks/envelope.js';
+import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from './notifier.js';
+import type { AssistantResolution, AssistantResolver } from './service.js';
+import type { CallRecord, CallStatus } from './store.js';
+
+const context = (call: Pick<CallRecord, 'id' | 'type' | 'status' | 'phone_number' | 'customer'>): CallContext => ({
+  call: { id: call.id, type: call.type, status: call.status },
+  phone_number: call.phone_number,
+  customer: call.customer,
+});
+
+export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
+  constructor(
+    private readonly webhooks: WebhookService,
+    private readonly store: Store,
+    private readonly providers: Providers,
+    private readonly logger: Logger,
+  ) {}
+
+  private async levels(call: CallRecord) {
+    const [number, account] = await Promise.all([
+      this.store.numbers.get(call.organization_id, call.number_id),
+      this.store.account.get(call.organization_id),
+    ]);
+    const assistant = call.assistant as Partial<EffectiveAssistant>;
+    return { number, account, assistant: assistant.webhook_url !== undefined ? assistant : null };
+  }
+
+  async statusUpdate(
+    call: CallRecord,
+    status: CallStatus,
+    extra: { ended_reason?: string; errors?: string[]; destination?: string } = {},
+  ): Promise<void> {
+    try {
+      const { number, account, assistant } = await this.levels(call);
+      const target = resolveWebhookTarget({ event: 'status-update', assistant, number, account });
+      const body = statusUpdateMessage(context({ ...call, status }), {
+        status,
+        ended_reason: (extra.ended_reason ?? null) as EndedReason | null,
+      });
+      const message = body.message as typeof body.message & { errors?: string[]; destination?: string };
+      if (extra.errors && extra.errors.length > 0) message.errors = extra.errors;
+      if (extra.destination) message.destination = extra.destination;
+      await this.webhooks.notify({ organizationId: call.organization_id, callId: call.id, target, body });
+    } catch (err) {
+      this.logger.error({ err, callId: call.id }, 'status-update could not be queued');
+    }
+  }
+
+  async endOfCallReport(call: CallRecord): Promise<void> {
+    try {
+      const { number, account, assistant } = await this.levels(call);
+      const target = resolveWebhookTarget({ event: 'end-of-call-report', assistant, number, account });
+      if (!target) return;
+      const effective = call.assistant as unknown as EffectiveAssistant;
+      const hasAssistant = effective && typeof effective === 'object' && 'analysis_plan' in effective;
+      const body = await endOfCallReportMessage(
+        context({ ...call, status: 'ended' }),
+        {
+          ended_reason: (call.ended_reason ?? 'customer-ended-call') as EndedReason,
+          errors: call.errors,
+          started_at: call.started_at,
+          ended_at: call.ended_at ?? new Date().toISOString(),
+          messages: call.messages,
+          nodes_visited: call.nodes_visited,
+          assistant_id: call.assistant_id,
+          workflow_id: call.workflow_id,
+          workflow_note: call.workflow_note,
+        },
+        { assistant: hasAssistant ? effective : null, complete: hasAssistant ? this.completer(effective) : undefined },
+      );
+      await this.webhooks.notify({ organizationId: call.organization_id, callId: call.id, target, body });
+    } catch (err) {
+      this.logger.error({ err, callId: call.id }, 'end-of-call-report could not be queued');
+    }
+  }
+
+  async toolCalls(
+    call: CallRecord,
+    calls: ToolCallRequest[],
+    options: { url?: string | undefined; nodeId?: string; async?: boolean },
+  ): Promise<ToolCallOutcome[]> {
+    const { number, account, assistant } = await this.levels(call);
+    const target = resolveWebhookTarget({ event: 'tool-calls', tool: { url: options.url }, assistant, number, account });
+    if (!target) return calls.map((c) => ({ tool_call_id: c.id, error: 'no webhook is configured for tool-calls' }));
+    const body = toolCallsMessage(context(call), { tool_calls: calls, node_id: options.nodeId ?? null });
+    const who = { organizationId: call.organization_id, logger: this.logger.child({ callId: call.id }) };
+    if (options.async) {
+      this.webhooks.sendAsyncToolCalls(who, { target, body });
+      return [];
+    }
+    return this.webhooks.callTools(who, { target, body });
+  }
+
+  async resolve(input: {
+    call: Pick<CallRecord, 'id' | 'type' | 'phone_number' | 'customer'>;
+    number: PhoneNumber;
+    account: AccountSettings;
+    organizationId: string;
+  }): Promise<AssistantResolution> {
+    const target = resolveWebhookTarget({ event: 'assistant-request', number: input.number, account: input.account });
+    if (!target) {
+      return { kind: 'rejected', reason: 'assistant-request-failed', message: 'the number has no assistant and no webhook answers assistant-request' };
+    }
+    const outcome = await this.webhooks.requestAssistant(
+      { organizationId: input.organizationId, logger: this.logger.child({ callId: input.call.id }) },
+      { target, body: assistantRequestMessage(context({ ...input.call, status: 'ringing' })) },
+    );
+    switch (outcome.kind) {
+      case 'assistant-id':
+        return { kind: 'assistant', assistant_id: outcome.assistant_id, fields: { name: '' }, workflow_id: outcome.workflow_id ?? null };
+      case 'inline': {
+        const problems = assistantProblems(outcome.assistant);
+        if (problems.length > 0) return { kind: 'rejected', reason: 'assistant-request-failed', message: problems.join('; ') };
+        return { kind: 'assistant', assistant_id: null, fields: outcome.assistant as AssistantFields, workflow_id: outcome.workflow_id ?? null };
+      }
+      case 'number-settings':
+        return { kind: 'number-settings' };
+      case 'rejected':
+        return { kind: 'rejected', reason: outcome.ended_reason, message: outcome.errors.join('; ') };
+    }
+  }
+
+  /** The call's own model fills the structured-data schema of its analysis plan. */
+  private completer(assistant: EffectiveAssistant): CompleteChat | undefined {
+    const provider = this.providers.llm.get(assistant.llm_config.provider);
+    if (!provider) return undefined;
+    return async (messages, { signal }) => {
+      let text = '';
+      for await (const event of provider.stream({ config: assistant.llm_config, messages, tools: [], signal })) {
+        if (event.type === 'text') text += event.text;
+      }
+      return text;
+    };
+  }
+}

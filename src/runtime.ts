@@ -1,0 +1,75 @@
+/**
+ * The live-call side of one process: provider adapters, the webhook sender and its durable
+ * queue, call sessions, and the call service that joins them.
+ */
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { Store } from './store/index.js';
+import { DeliveryRepository } from './store/deliveries.js';
+import type { Providers } from './providers/types.js';
+import { createProviders, providerSettings } from './providers/index.js';
+import { WebhookService } from './webhooks/service.js';
+import { createCallStore, type CallStore } from './calls/store.js';
+import { CallService } from './calls/service.js';
+import { WebhookCallNotifier } from './calls/webhook-notifier.js';
+import { createTwilioRest, type TwilioRest } from './telephony/twilio/rest.js';
+import type { TurnLatency } from './calls/latency.js';
+
+export interface Runtime {
+  providers: Providers;
+  webhooks: WebhookService;
+  callStore: CallStore;
+  calls: CallService;
+  deliveries: DeliveryRepository;
+  /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface RuntimeOptions {
+  config: Config;
+  store: Store;
+  logger: Logger;
+  providers?: Providers;
+  twilio?: TwilioRest;
+  callStore?: CallStore;
+  webhookQueueName?: string;
+  onTurnLatency?(latency: TurnLatency): void;
+}
+
+export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
+  const providers = o.providers ?? createProviders(providerSettings(o.config));
+  const deliveries = new DeliveryRepository(o.store.db);
+  const webhooks = new WebhookService({
+    config: o.config,
+    logger: o.logger.child({ component: 'webhooks' }),
+    recorder: deliveries,
+    ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
+  });
+  await webhooks.start();
+  const callStore = o.callStore ?? createCallStore(o.config.REDIS_URL);
+  const notifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
+  const calls = new CallService({
+    store: o.store,
+    calls: callStore,
+    providers,
+    notifier,
+    resolver: notifier,
+    twilio: o.twilio ?? createTwilioRest(o.config.TWILIO_API_BASE),
+    logger: o.logger,
+    publicUrl: o.config.PUBLIC_URL,
+    ...(o.onTurnLatency ? { onTurnLatency: o.onTurnLatency } : {}),
+  });
+  calls.start();
+  return {
+    providers,
+    webhooks,
+    callStore,
+    calls,
+    deliveries,
+    async close(graceMs = 0) {
+      await calls.shutdown(graceMs);
+      await webhooks.close();
+      await callStore.close();
+    },
+  };
+}

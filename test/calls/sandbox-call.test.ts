@@ -1,0 +1,77 @@
+/** Whole calls over the Twilio protocol, against the real server with the sandbox providers. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+
+let s: CallingServer;
+beforeAll(async () => {
+  s = await startCallingServer();
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+const frontDesk = {
+  version: 1,
+  entry_node: 'greeting',
+  global_prompt: 'You are the front desk of Acme Dental.',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
+    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
+  ],
+};
+
+describe('a sandbox call through a workflow', () => {
+  it('answers, follows the workflow on what the caller says, and hangs up at the end node', async () => {
+    const { number, workflowId, assistantId } = await s.setUpNumber({ definition: frontDesk });
+    const call = s.caller(number);
+    const outcome = await call.dial();
+    expect(outcome.kind).toBe('connected');
+    await call.hear('Acme Dental');
+    await call.quiet();
+    await call.say('I would like to book an appointment please.');
+    await call.hear('Sure thing');
+    await call.hear('book your appointment');
+    await call.quiet();
+    await call.say('That is all, I am finished, goodbye.');
+    await call.hear('goodbye');
+    await call.ended();
+
+    const callId = outcome.kind === 'connected' ? outcome.callId : '';
+    await s.receiver.waitForRequests(4, 10_000);
+    const statuses = receivedMessages(s.receiver, 'status-update').filter((m) => m.call.id === callId).map((m) => m.status);
+    expect(statuses).toEqual(['ringing', 'in-progress', 'ended']);
+    const ended = receivedMessages(s.receiver, 'status-update').find((m) => m.call.id === callId && m.status === 'ended');
+    expect(ended.ended_reason).toBe('assistant-ended-call');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report).toMatchObject({
+      ended_reason: 'assistant-ended-call',
+      assistant_id: assistantId,
+      workflow_id: workflowId,
+      nodes_visited: ['greeting', 'booking', 'bye'],
+    });
+    expect(report.transcript).toContain('book an appointment');
+    expect(report.messages.some((m: { node_id: string }) => m.node_id === 'booking')).toBe(true);
+
+    const got = await s.api('GET', `/calls/${callId}`);
+    expect(got.status).toBe(200);
+    expect(got.json.call).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', current_node: 'bye' });
+    // the assistant hung up through the telephony REST API
+    expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
+  }, 60_000);
+
+  it('with no workflow, says first_message and answers the caller', async () => {
+    const { number } = await s.setUpNumber({ assistant: sandboxAssistant({ first_message: 'Hi there, how can I help?' }) });
+    const call = s.caller(number);
+    await call.dial();
+    await call.hear('how can I help');
+    await call.quiet();
+    await call.say('What are your opening hours?');
+    await call.hear(/okay|understand/i);
+    await call.hangUp();
+  }, 60_000);
+});

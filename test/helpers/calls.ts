@@ -1,0 +1,180 @@
+/**
+ * A calling server for end-to-end tests: the real app with its runtime on a real port, an
+ * organization with Twilio credentials, a webhook receiver, and a fake Twilio REST API.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { createStore, type Store } from '../../src/store/index.js';
+import { createRuntime, type Runtime } from '../../src/runtime.js';
+import { SimulatedCall } from '../../src/sim/caller.js';
+import { createTestDb, defaultDbKind, type TestDb } from './db.js';
+import { startReceiver, type Receiver } from './receiver.js';
+
+export const AUTH_TOKEN = 'test-auth-token-0123456789';
+export const ACCOUNT_SID = `AC${'a'.repeat(32)}`;
+
+export interface FakeTwilioRest {
+  url: string;
+  requests: { path: string; form: URLSearchParams }[];
+  close(): Promise<void>;
+}
+
+export async function startFakeTwilioRest(): Promise<FakeTwilioRest> {
+  const requests: FakeTwilioRest['requests'] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      requests.push({ path: req.url ?? '', form: new URLSearchParams(body) });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ sid: 'CA0', status: 'in-progress' }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+export interface CallingServer {
+  app: FastifyInstance;
+  store: Store;
+  runtime: Runtime;
+  config: Config;
+  baseUrl: string;
+  key: string;
+  orgId: string;
+  receiver: Receiver;
+  twilio: FakeTwilioRest;
+  api(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown): Promise<{ status: number; json: any }>;
+  /** A number wired to a new sandbox assistant (and optionally a workflow). */
+  setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string }): Promise<{
+    number: string;
+    numberId: string;
+    assistantId: string;
+    workflowId: string | null;
+  }>;
+  caller(to: string): SimulatedCall;
+  close(): Promise<void>;
+}
+
+let numberSeq = 0;
+
+export const sandboxAssistant = (extra: Record<string, unknown> = {}) => ({
+  name: 'Sandbox receptionist',
+  llm_config: { provider: 'sandbox' },
+  stt_config: { provider: 'sandbox' },
+  tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
+  ...extra,
+});
+
+export async function startCallingServer(env: Record<string, string> = {}): Promise<CallingServer> {
+  const testDb: TestDb = await createTestDb(defaultDbKind());
+  const store = createStore(testDb.db);
+  const twilio = await startFakeTwilioRest();
+  const receiver = await startReceiver();
+  const port = await freePort();
+  const config = loadConfig({
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    PORT: String(port),
+    TWILIO_API_BASE: twilio.url,
+    RATE_LIMIT_PER_MINUTE: '0',
+    ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
+    ...env,
+  });
+  const logger = createLogger(config.LOG_LEVEL);
+  const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}` });
+  const app = await buildApp({ config, store, logger, runtime });
+  await app.listen({ port, host: '127.0.0.1' });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const { key, organization } = await store.keys.createKey(`Calls ${port}`);
+
+  const api: CallingServer['api'] = async (method, url, body) => {
+    const res = await app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${key}` },
+      ...(body === undefined ? {} : { payload: body as Record<string, unknown> }),
+    });
+    return { status: res.statusCode, json: res.body ? res.json() : null };
+  };
+  const account = await api('PATCH', '/account', {
+    webhook: { url: receiver.url, secret: 'whsec_dGVzdC1zZWNyZXQtdGVzdC1zZWNyZXQtdGVzdA==' },
+    telephony: { twilio: { account_sid: ACCOUNT_SID, auth_token: AUTH_TOKEN } },
+  });
+  if (account.status !== 200) throw new Error(`account set-up failed: ${JSON.stringify(account.json)}`);
+
+  const callers: SimulatedCall[] = [];
+  return {
+    app,
+    store,
+    runtime,
+    config,
+    baseUrl,
+    key,
+    orgId: organization.id,
+    receiver,
+    twilio,
+    api,
+    async setUpNumber(options = {}) {
+      const assistant = await api('POST', '/assistants', options.assistant ?? sandboxAssistant());
+      if (assistant.status !== 201) throw new Error(`assistant: ${JSON.stringify(assistant.json)}`);
+      let workflowId: string | null = null;
+      if (options.definition) {
+        const wf = await api('POST', '/workflows', { name: 'Test flow', definition: options.definition });
+        if (wf.status !== 201) throw new Error(`workflow: ${JSON.stringify(wf.json)}`);
+        workflowId = wf.json.workflow.id;
+      }
+      const number = options.number ?? `+1555${String(port % 1000).padStart(3, '0')}${String(++numberSeq).padStart(4, '0')}`;
+      const n = await api('POST', '/numbers', {
+        number,
+        assistant_id: assistant.json.assistant.id,
+        ...(workflowId ? { workflow_id: workflowId } : {}),
+      });
+      if (n.status !== 201) throw new Error(`number: ${JSON.stringify(n.json)}`);
+      return { number, numberId: n.json.number.id, assistantId: assistant.json.assistant.id, workflowId };
+    },
+    caller(to: string) {
+      const c = new SimulatedCall({ baseUrl, to, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+      callers.push(c);
+      return c;
+    },
+    async close() {
+      for (const c of callers) await c.close().catch(() => undefined);
+      await runtime.close(0);
+      await app.close();
+      await receiver.close();
+      await twilio.close();
+      await testDb.drop();
+    },
+  };
+}
+
+/** Webhook bodies the receiver got, parsed, optionally of one event type. */
+export function receivedMessages(receiver: Receiver, type?: string): any[] {
+  return receiver.requests
+    .map((r) => {
+      try {
+        return JSON.parse(r.body).message;
+      } catch {
+        return null;
+      }
+    })
+    .filter((m) => m && (!type || m.type === type));
+}
