@@ -1,0 +1,238 @@
+/**
+ * Outbound webhook POSTs (undici). Only http(s). The host name is resolved once, inside the
+ * connect step, and the socket connects to the very address that was checked: there is no window
+ * for DNS rebinding between the check and the connection. Private, loopback, link-local and other
+ * non-public targets are refused unless `allowPrivate` (WEBHOOK_ALLOW_PRIVATE=true). Redirects are
+ * never followed; response bodies are read up to a cap.
+ */
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { Agent, buildConnector, errors as undiciErrors, request } from 'undici';
+import { blockedAddressReason } from './addresses.js';
+
+export type WebhookHttpErrorCode =
+  | 'INVALID_URL'
+  | 'BLOCKED_ADDRESS'
+  | 'DNS_FAILED'
+  | 'CONNECTION_FAILED'
+  | 'TIMEOUT';
+
+export interface HttpResponse {
+  ok: true;
+  status: number;
+  /** The body as text, at most `maxResponseBytes`. */
+  body: string;
+  /** The body was longer than the cap and was cut off. */
+  bodyTooLarge: boolean;
+  durationMs: number;
+}
+
+export interface HttpFailure {
+  ok: false;
+  code: WebhookHttpErrorCode;
+  /** For people: what went wrong, with no secret in it. */
+  message: string;
+  durationMs: number;
+}
+
+export type HttpOutcome = HttpResponse | HttpFailure;
+
+/** Turns a host name into addresses (the system resolver by default; tests inject one). */
+export type ResolveHost = (hostname: string) => Promise<{ address: string; family: number }[]>;
+
+export interface WebhookHttpOptions {
+  /** WEBHOOK_ALLOW_PRIVATE: allow private and loopback targets (the demo and the tests). */
+  allowPrivate: boolean;
+  /** Response bytes read at most. Default 64 KiB. */
+  maxResponseBytes?: number;
+  resolve?: ResolveHost;
+}
+
+export interface PostOptions {
+  headers: Record<string, string>;
+  body: string | Buffer;
+  /** Total time for DNS, connect, sending and the whole answer. */
+  timeoutMs: number;
+}
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
+
+class BlockedAddressError extends Error {
+  readonly code = 'SB_BLOCKED_ADDRESS';
+}
+class DnsError extends Error {
+  readonly code = 'SB_DNS_FAILED';
+}
+
+const systemResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+
+/** `https://host/path` without credentials or query string: safe for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+/** Checks a URL before any I/O: absolute http(s), a host, and (unless allowed) no blocked IP literal. */
+export function urlProblem(url: string, allowPrivate: boolean): { code: WebhookHttpErrorCode; message: string } | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { code: 'INVALID_URL', message: 'not an absolute URL' };
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    return { code: 'INVALID_URL', message: `only http and https URLs are allowed, not ${u.protocol}` };
+  }
+  if (u.hostname === '') return { code: 'INVALID_URL', message: 'the URL has no host' };
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  if (!allowPrivate && isIP(host)) {
+    const reason = blockedAddressReason(host);
+    if (reason) return { code: 'BLOCKED_ADDRESS', message: refusal(host, reason) };
+  }
+  return null;
+}
+
+const refusal = (address: string, reason: string) =>
+  `refused to connect to ${address}: ${reason} address (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)`;
+
+/** One client per process: owns the connection pool; `close()` releases it. */
+export class WebhookHttpClient {
+  private readonly agent: Agent;
+  private readonly maxResponseBytes: number;
+  private readonly allowPrivate: boolean;
+
+  constructor(options: WebhookHttpOptions) {
+    this.allowPrivate = options.allowPrivate;
+    this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const resolve = options.resolve ?? systemResolve;
+    const baseConnect = buildConnector({ timeout: 15_000 });
+    const allowPrivate = this.allowPrivate;
+
+    const connect: buildConnector.connector = (opts, callback) => {
+      const hostname = opts.hostname;
+      const pick = async (): Promise<string[]> => {
+        if (isIP(hostname)) {
+          const reason = allowPrivate ? null : blockedAddressReason(hostname);
+          if (reason) throw new BlockedAddressError(refusal(hostname, reason));
+          return [hostname];
+        }
+        let addresses: { address: string; family: number }[];
+        try {
+          addresses = await resolve(hostname);
+        } catch (err) {
+          throw new DnsError(`could not resolve ${hostname}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+        }
+        if (addresses.length === 0) throw new DnsError(`could not resolve ${hostname}: no address`);
+        const usable = allowPrivate ? addresses : addresses.filter((a) => blockedAddressReason(a.address) === null);
+        if (usable.length === 0) {
+          const first = addresses[0]!.address;
+          throw new BlockedAddressError(`${hostname} resolves to ${first}; ${refusal(first, blockedAddressReason(first)!)}`);
+        }
+        // IPv4 first: containers often have no IPv6 route
+        return [...usable.filter((a) => a.family === 4), ...usable.filter((a) => a.family !== 4)].map((a) => a.address);
+      };
+      // connect to a checked address (the next one if it fails); TLS still verifies the host name
+      const tryFrom = (addresses: string[], i: number) => {
+        baseConnect({ ...opts, hostname: addresses[i]! }, (err, socket) => {
+          if (err && i + 1 < addresses.length) tryFrom(addresses, i + 1);
+          else if (err) callback(err, null);
+          else callback(null, socket!);
+        });
+      };
+      pick().then(
+        (addresses) => tryFrom(addresses, 0),
+        (err: Error) => callback(err, null),
+      );
+    };
+
+    this.agent = new Agent({
+      connect,
+      keepAliveTimeout: 4_000,
+      connections: 32,
+      // a slow or silent endpoint is bounded by the caller's total deadline
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  /** POSTs once. Never throws: every failure is an `HttpFailure` with a stable code. */
+  async post(url: string, options: PostOptions): Promise<HttpOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const problem = urlProblem(url, this.allowPrivate);
+    if (problem) return { ok: false, ...problem, durationMs: 0 };
+
+    const target = new URL(url);
+    const headers = { ...options.headers };
+    if (target.username !== '' || target.password !== '') {
+      const user = decodeURIComponent(target.username);
+      const pass = decodeURIComponent(target.password);
+      headers.authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+      target.username = '';
+      target.password = '';
+    }
+
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), options.timeoutMs);
+    try {
+      const response = await request(target, {
+        dispatcher: this.agent,
+        method: 'POST',
+        headers,
+        body: options.body,
+        signal: controller.signal,
+      });
+      let size = 0;
+      let tooLarge = false;
+      const chunks: Buffer[] = [];
+      for await (const chunk of response.body) {
+        const buf = chunk as Buffer;
+        if (size + buf.length > this.maxResponseBytes) {
+          chunks.push(buf.subarray(0, this.maxResponseBytes - size));
+          tooLarge = true;
+          response.body.destroy();
+          break;
+        }
+        size += buf.length;
+        chunks.push(buf);
+      }
+      return {
+        ok: true,
+        status: response.statusCode,
+        body: Buffer.concat(chunks).toString('utf8'),
+        bodyTooLarge: tooLarge,
+        durationMs: elapsed(),
+      };
+    } catch (err) {
+      return { ok: false, ...describeError(err, controller.signal.aborted, options.timeoutMs), durationMs: elapsed() };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+function describeError(
+  err: unknown,
+  timedOut: boolean,
+  timeoutMs: number,
+): { code: WebhookHttpErrorCode; message: string } {
+  const e = err as Error & { code?: string; cause?: unknown };
+  if (e instanceof BlockedAddressError) return { code: 'BLOCKED_ADDRESS', message: e.message };
+  if (e instanceof DnsError) return { code: 'DNS_FAILED', message: e.message };
+  if (timedOut || e instanceof undiciErrors.ConnectTimeoutError) {
+    return { code: 'TIMEOUT', message: `no complete answer within ${timeoutMs / 1000} s` };
+  }
+  const code = e.code ?? (e.cause as { code?: string } | undefined)?.code;
+  return {
+    code: 'CONNECTION_FAILED',
+    message: code ? `connection failed (${code})` : `connection failed (${e.message})`,
+  };
+}
