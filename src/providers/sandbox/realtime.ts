@@ -1,0 +1,251 @@
+/**
+ * Sandbox speech-to-speech (provider `sandbox-realtime`): the sandbox STT, model and TTS behind
+ * the realtime interface, offline and deterministic (and, like its parts, not intelligent).
+ *
+ * Caller audio goes to the sandbox STT; its speech start is the "server VAD" speech start; at
+ * each end of turn (`speechFinal`) the caller's words join the conversation and a response is
+ * created, as OpenAI's server VAD does. A response is either function calls or sandbox speech
+ * tagged with an item id. `createResponse('Say exactly: …')` speaks that text verbatim (how a
+ * call speaks a node's first line). `truncate` keeps the share of the item's text that matches
+ * the share of its audio that was played.
+ */
+import type { LlmConfig } from '../../../engine/schema.js';
+import {
+  ProviderError,
+  type LlmMessage,
+  type LlmToolCall,
+  type RealtimeEvents,
+  type RealtimeProvider,
+  type RealtimeSession,
+  type RealtimeSessionOptions,
+  type Transcript,
+  type TtsSession,
+} from '../types.js';
+import { createSandboxLlm } from './llm.js';
+import { SandboxSttSession } from './stt.js';
+import { createSandboxTts, sandboxSpeechBytes } from './tts.js';
+
+const PROVIDER = 'sandbox-realtime';
+const DEFAULT_SILENCE_MS = 500;
+const SAY_EXACTLY = /^\s*say exactly(?: this)?\s*[:\-–—]?\s*(.+?)\s*$/is;
+
+interface Item {
+  message: { role: 'assistant'; content: string | null };
+  text: string;
+  audioMs: number;
+}
+
+interface Response {
+  id: string;
+  abort: AbortController;
+  tts: TtsSession | null;
+}
+
+/** The text the caller heard of `text` when `heardMs` of its `totalMs` were played (whole words). */
+export function truncateText(text: string, heardMs: number, totalMs: number): string {
+  if (totalMs <= 0 || heardMs >= totalMs) return text;
+  if (heardMs <= 0) return '';
+  const cut = Math.floor((text.length * heardMs) / totalMs);
+  const head = text.slice(0, cut);
+  const space = head.lastIndexOf(' ');
+  return (text[cut] === ' ' || cut === text.length ? head : space > 0 ? head.slice(0, space) : '').trimEnd();
+}
+
+class SandboxRealtimeSession implements RealtimeSession {
+  private options: RealtimeSessionOptions;
+  private readonly history: LlmMessage[] = [];
+  private readonly stt: SandboxSttSession;
+  private readonly llm = createSandboxLlm();
+  private readonly tts = createSandboxTts();
+  private readonly items = new Map<string, Item>();
+  private active: Response | null = null;
+  private readonly waiting: (string | undefined)[] = [];
+  private userFinals: string[] = [];
+  private counter = 0;
+  private closed = false;
+
+  constructor(
+    options: RealtimeSessionOptions,
+    private readonly events: RealtimeEvents,
+  ) {
+    this.options = { ...options, tools: [...options.tools] };
+    this.stt = new SandboxSttSession(
+      { provider: 'sandbox', endpointing: options.turnDetection?.silenceDurationMs ?? DEFAULT_SILENCE_MS },
+      {
+        onTranscript: (t) => this.onUserTranscript(t),
+        onSpeechStarted: () => this.events.onSpeechStarted(),
+        onError: (err) => this.events.onError(err),
+      },
+    );
+  }
+
+  sendAudio(mulaw: Buffer): void {
+    if (!this.closed) this.stt.sendAudio(mulaw);
+  }
+
+  update(options: Partial<RealtimeSessionOptions>): void {
+    this.options = { ...this.options, ...options, tools: [...(options.tools ?? this.options.tools)] };
+  }
+
+  createResponse(instructions?: string): void {
+    if (this.closed) return;
+    if (this.active) {
+      this.waiting.push(instructions);
+      return;
+    }
+    void this.respond(instructions);
+  }
+
+  cancelResponse(): void {
+    const r = this.active;
+    if (!r) return;
+    this.waiting.length = 0;
+    this.stop(r);
+    // Like `response.done` with status `cancelled`: after the call returns, never re-entrantly.
+    queueMicrotask(() => {
+      if (!this.closed) this.events.onResponseDone?.();
+    });
+  }
+
+  truncate(itemId: string, audioEndMs: number): void {
+    const item = this.items.get(itemId);
+    if (!item) return;
+    const heard = truncateText(item.text, audioEndMs, item.audioMs);
+    item.message.content = heard;
+    item.text = heard;
+    item.audioMs = Math.min(item.audioMs, Math.max(0, audioEndMs));
+  }
+
+  sendFunctionResult(callId: string, output: string, respond = true): void {
+    if (this.closed) return;
+    this.history.push({ role: 'tool', tool_call_id: callId, content: output });
+    if (respond) this.createResponse();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.waiting.length = 0;
+    if (this.active) this.stop(this.active);
+    await this.stt.close();
+    this.events.onClose?.();
+  }
+
+  private stop(r: Response): void {
+    r.abort.abort();
+    r.tts?.cancel();
+    if (this.active === r) this.active = null;
+  }
+
+  private onUserTranscript(t: Transcript): void {
+    if (this.closed) return;
+    if (!t.isFinal) {
+      this.events.onTranscript?.('user', [...this.userFinals, t.text].join(' '), false);
+      return;
+    }
+    this.userFinals.push(t.text);
+    if (!t.speechFinal) return;
+    const text = this.userFinals.join(' ');
+    this.userFinals = [];
+    this.history.push({ role: 'user', content: text });
+    this.events.onSpeechStopped?.();
+    this.events.onTranscript?.('user', text, true);
+    this.createResponse();
+  }
+
+  private async respond(instructions: string | undefined): Promise<void> {
+    const r: Response = { id: `item_sandbox_${++this.counter}`, abort: new AbortController(), tts: null };
+    this.active = r;
+    try {
+      const verbatim = instructions === undefined ? null : SAY_EXACTLY.exec(instructions);
+      if (verbatim) {
+        await this.speak(r, verbatim[1]!.replace(/^["“'](.*)["”']$/s, '$1'));
+        return;
+      }
+      const system = [this.options.instructions, instructions].filter((s) => s && s.trim()).join('\n\n');
+      const messages: LlmMessage[] = [{ role: 'system', content: system }, ...this.history];
+      let text = '';
+      let calls: LlmToolCall[] = [];
+      for await (const event of this.llm.stream({
+        config: { provider: 'sandbox' },
+        messages,
+        tools: this.options.tools,
+        signal: r.abort.signal,
+      })) {
+        if (event.type === 'text') text += event.text;
+        else if (event.type === 'tool_calls') calls = event.calls;
+      }
+      if (this.active !== r) return;
+      if (calls.length > 0) {
+        const named = calls.map((c, i) => ({ ...c, id: `call_${r.id}_${i}` }));
+        this.history.push({ role: 'assistant', content: null, tool_calls: named });
+        for (const c of named) {
+          if (this.active !== r) return;
+          this.events.onFunctionCall({ callId: c.id, name: c.name, arguments: c.arguments });
+        }
+        if (this.active === r) this.finish(r);
+        return;
+      }
+      await this.speak(r, text);
+    } catch (err) {
+      if (this.active !== r) return; // cancelled or closed: not a failure
+      this.active = null;
+      this.events.onError(
+        err instanceof ProviderError ? err : new ProviderError('PROVIDER_PROTOCOL', PROVIDER, String(err), undefined, { cause: err }),
+      );
+    }
+  }
+
+  /** Speaks `text` as item `r.id`, one frame per sentence; resolves when the audio is all out. */
+  private async speak(r: Response, text: string): Promise<void> {
+    const message: Item['message'] = { role: 'assistant', content: text };
+    this.history.push(message);
+    const sentences = text.split(/(?<=[.!?…])\s+/u).filter((s) => s.trim() !== '');
+    const audioMs = sentences.reduce((ms, s) => ms + sandboxSpeechBytes(s.trim()) / 8, 0);
+    this.items.set(r.id, { message, text, audioMs });
+    await new Promise<void>((resolve, reject) => {
+      const opened = this.tts.open(
+        { provider: 'sandbox', voice_id: 'sandbox' },
+        {
+          onAudio: (chunk) => {
+            if (this.active === r) this.events.onAudio(chunk, r.id);
+          },
+          onDone: () => resolve(),
+          onError: (err) => reject(err),
+        },
+        r.abort.signal,
+      );
+      opened.then((tts) => {
+        if (this.active !== r) return resolve();
+        r.tts = tts;
+        for (const s of sentences) {
+          tts.sendText(s);
+          tts.flush();
+        }
+        tts.end();
+        // A cancel ends the session without onDone; settle the wait with it.
+        r.abort.signal.addEventListener('abort', () => resolve(), { once: true });
+      }, reject);
+    });
+    if (this.active !== r) return;
+    this.events.onTranscript?.('assistant', this.items.get(r.id)!.text, true);
+    if (this.active === r) this.finish(r);
+  }
+
+  private finish(r: Response): void {
+    if (this.active === r) this.active = null;
+    this.events.onResponseDone?.();
+    // A response asked for meanwhile starts now (unless a handler above already started one).
+    if (this.waiting.length > 0 && !this.active && !this.closed) void this.respond(this.waiting.shift());
+  }
+}
+
+export function createSandboxRealtime(): RealtimeProvider {
+  return {
+    id: PROVIDER,
+    async connect(_config: LlmConfig, options, events, signal) {
+      if (signal?.aborted) throw new ProviderError('PROVIDER_ABORTED', PROVIDER, 'connect aborted');
+      return new SandboxRealtimeSession(options, events);
+    },
+  };
+}
