@@ -22,6 +22,7 @@ import {
   parseTwilioMessage,
 } from '../telephony/twilio/media-protocol.js';
 import { LiveCall } from './live-call.js';
+import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallRecord, CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
@@ -212,7 +213,7 @@ export class CallService {
   private missingAdapters(a: EffectiveAssistant): string[] {
     const out: string[] = [];
     if (a.realtime) {
-      out.push(`CALL_REJECTED_REALTIME_UNSUPPORTED: realtime assistants ("${a.llm_config.provider}") cannot take calls yet`);
+      if (!this.o.providers.realtime.has(a.llm_config.provider)) out.push(`llm_config.provider: no realtime adapter for "${a.llm_config.provider}"`);
       return out;
     }
     if (!this.o.providers.llm.has(a.llm_config.provider)) out.push(`llm_config.provider: no adapter for "${a.llm_config.provider}"`);
@@ -325,7 +326,7 @@ export class CallService {
   }
 
   private newLiveCall(record: CallRecord, channel: ConstructorParameters<typeof LiveCall>[1]): LiveCall {
-    const call = new LiveCall(record, channel, {
+    const deps: ConstructorParameters<typeof LiveCall>[2] = {
       providers: this.o.providers,
       notifier: this.o.notifier,
       store: this.o.calls,
@@ -337,7 +338,12 @@ export class CallService {
       },
       onTurnLatency: this.o.onTurnLatency,
       onEnded: (r) => this.live.delete(r.id),
-    });
+    };
+    // A realtime assistant speaks through one speech-to-speech model; both kinds of call are
+    // driven only through the ActiveCall methods, so the realtime one stands in for a LiveCall.
+    const call = (record.assistant as unknown as EffectiveAssistant).realtime
+      ? (new RealtimeCall(record, channel, deps) as unknown as LiveCall)
+      : new LiveCall(record, channel, deps);
     this.live.set(record.id, call);
     return call;
   }

@@ -1,0 +1,847 @@
+/**
+ * One realtime call: caller audio → realtime speech-to-speech model → caller, with the same
+ * workflow engine as the pipeline deciding. The model hears the caller and answers by itself
+ * (server VAD creates its replies); the engine's lines (first lines, edge messages, closing
+ * lines) are spoken by asking the model to say them verbatim; transition functions and the
+ * assistant's tools are offered to the model as functions. See docs/realtime.md.
+ */
+import type { Logger } from 'pino';
+import {
+  createCallSession,
+  restoreCallSession,
+  type CallSession,
+  type Command,
+  type RunModelCommand,
+} from '../../engine/session.js';
+import type { CallEvent } from '../../engine/compile.js';
+import type { EffectiveAssistant } from '../../engine/assistant.js';
+import { buildModelContext, type ModelContext } from '../../engine/prompt.js';
+import type { Tool, WorkflowDefinition } from '../../engine/schema.js';
+import type {
+  LlmFunction,
+  ProviderError,
+  RealtimeEvents,
+  RealtimeFunctionCall,
+  RealtimeSession,
+} from '../providers/types.js';
+import type { ActiveCall } from './active-call.js';
+import { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from './live-call.js';
+import type { ToolCallOutcome } from './notifier.js';
+import { FRAME_BYTES, OutboundPacer } from './outbound.js';
+import type { CallMessage, CallRecord } from './store.js';
+import { applyPronunciations } from './text.js';
+import { splitTurnLatency, type TurnMarks } from './latency.js';
+
+/** A mark goes out after at least this much audio: the resolution of "what the caller heard". */
+const MARK_SPACING_MS = 100;
+/** A requested response that has not started after this long (nothing else running) was lost. */
+const RESPONSE_STALL_MS = 8_000;
+const MULAW_SILENCE = 0xff;
+const SILENT_FRAME = Buffer.alloc(FRAME_BYTES, MULAW_SILENCE);
+
+/** One output item of the model (audio), as far as it has gone out and been heard. */
+interface OutputItem {
+  id: string;
+  /** Audio (ms) handed to the pacer. */
+  pushedMs: number;
+  /** Audio (ms) the caller has heard (from echoed marks). */
+  heardMs: number;
+}
+
+/** One model response as the caller hears it: a line the engine asked for, or the model's reply. */
+interface Spoken {
+  kind: 'say' | 'reply';
+  /** `say`: the engine's `say_id` (null for the recording-consent message). */
+  sayId: string | null;
+  /** `say`: the line as the engine gave it. */
+  text: string;
+  /** The model's transcript of its audio (whole text so far). */
+  transcript: string;
+  nodeId: string | null;
+  interruptible: boolean;
+  /** Started by server VAD (the caller's turn), not by us. */
+  vad: boolean;
+  state: 'requested' | 'streaming' | 'streamed';
+  items: OutputItem[];
+  /** Marks sent and not yet echoed. */
+  marks: Set<string>;
+  /** Audio short of a whole frame, waiting for more. */
+  remainder: Buffer;
+  sinceMarkMs: number;
+  /** Cut by barge-in (or never said); its remaining events are dropped. */
+  cut: boolean;
+  settled: boolean;
+  done: Promise<void>;
+  resolve: () => void;
+}
+
+/** What the model is offered in the current node. */
+interface Offer {
+  key: string;
+  nodeId: string;
+  instructions: string;
+  functions: LlmFunction[];
+  transitions: Set<string>;
+  tools: Map<string, Tool>;
+}
+
+export class RealtimeCall implements ActiveCall {
+  readonly record: CallRecord;
+  private readonly log: Logger;
+  private readonly assistant: EffectiveAssistant;
+  private readonly definition: WorkflowDefinition;
+  private session!: CallSession;
+  private readonly pacer: OutboundPacer;
+  private rt: RealtimeSession | null = null;
+  private readonly abort = new AbortController();
+  private offer: Offer | null = null;
+  /** Every response not yet settled, in the order it was requested or started. */
+  private spoken: Spoken[] = [];
+  /** Responses we asked for and that have not started: the adapter sends them in this order. */
+  private requested: Spoken[] = [];
+  /** The response streaming now (until its `onResponseDone`). */
+  private current: Spoken | null = null;
+  /** The caller's turn ended: server VAD is creating the next response. */
+  private vadExpected = false;
+  private callerSpeaking = false;
+  private readonly marks = new Map<string, { spoken: Spoken; item: OutputItem; ms: number }>();
+  private markSeq = 0;
+  private toolsInFlight = 0;
+  private timers = new Set<NodeJS.Timeout>();
+  private silenceTimer: NodeJS.Timeout | null = null;
+  private silenceHardTimer: NodeJS.Timeout | null = null;
+  private stallTimer: NodeJS.Timeout | null = null;
+  private ended = false;
+  private readonly startedAtMs: number;
+  private saveChain: Promise<void> = Promise.resolve();
+  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
+  private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
+
+  constructor(
+    record: CallRecord,
+    private readonly media: MediaChannel,
+    private readonly deps: LiveCallDeps,
+  ) {
+    this.record = record;
+    this.assistant = record.assistant as unknown as EffectiveAssistant;
+    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
+    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, realtime: true });
+    this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
+    this.pacer = new OutboundPacer(
+      deps.onTurnLatency
+        ? {
+            sendFrame: (frame) => {
+              media.sendFrame(frame);
+              if (this.turn?.audioStarted) this.turnDone();
+            },
+            sendMark: (name) => media.sendMark(name),
+            sendClear: () => media.sendClear(),
+          }
+        : media,
+    );
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // lifecycle
+
+  async start(resumeFrom?: Record<string, unknown>): Promise<void> {
+    const options = {
+      tools: this.assistant.llm_config.tools ?? [],
+      end_call_message: this.assistant.speech_config.end_call_message,
+      silence: {
+        messages: this.assistant.speech_config.silence.messages,
+        final_message: this.assistant.speech_config.silence.final_message,
+        max_attempts: this.assistant.speech_config.silence.max_attempts,
+      },
+    };
+    this.session = resumeFrom
+      ? restoreCallSession(this.definition, resumeFrom as never, options)
+      : createCallSession(this.definition, options);
+    this.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
+
+    const nodeId = resumeFrom ? this.session.state().node_id : this.definition.entry_node;
+    const entry = this.definition.nodes.find((n) => n.id === nodeId);
+    const offer = this.offerFor(
+      nodeId,
+      resumeFrom
+        ? this.session.modelContext()
+        : entry?.type === 'conversation'
+          ? buildModelContext(this.session.workflow, nodeId, { tools: options.tools })
+          : null,
+    );
+    const config = this.assistant.llm_config;
+    const provider = this.deps.providers.realtime.get(config.provider);
+    if (!provider) {
+      this.providerFailed(new Error(`no realtime adapter for "${config.provider}"`));
+      return;
+    }
+    try {
+      const rt = await provider.connect(
+        config,
+        {
+          instructions: offer.instructions,
+          tools: offer.functions,
+          turnDetection: { silenceDurationMs: this.assistant.speech_config.turn_taking.endpointing_min_delay * 1000 },
+        },
+        this.realtimeEvents(),
+        this.abort.signal,
+      );
+      if (this.ended) {
+        void rt.close();
+        return;
+      }
+      this.rt = rt;
+      this.offer = offer;
+    } catch (err) {
+      this.providerFailed(err as Error);
+      return;
+    }
+    if (this.assistant.recording_consent.enabled) {
+      const consent = this.sayLine(this.assistant.recording_consent.message, false, null, null);
+      await consent.done;
+      if (this.ended) return;
+    }
+    this.carryOut(this.session.start());
+    this.armSilence();
+  }
+
+  audio(mulaw: Buffer): void {
+    if (this.ended || !this.rt || mulaw.length === 0) return;
+    // While a line that cannot be interrupted plays, the model hears silence: its server VAD
+    // would otherwise cut the line (it interrupts on its own).
+    if (this.spoken.some((s) => !s.interruptible)) {
+      this.rt.sendAudio(mulaw.length === FRAME_BYTES ? SILENT_FRAME : Buffer.alloc(mulaw.length, MULAW_SILENCE));
+      return;
+    }
+    this.rt.sendAudio(mulaw);
+  }
+
+  dtmf(digit: string): void {
+    if (this.ended || !this.session) return;
+    this.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
+    this.disarmSilence();
+    this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });
+  }
+
+  mark(name: string): void {
+    const m = this.marks.get(name);
+    if (!m) return;
+    this.marks.delete(name);
+    m.spoken.marks.delete(name);
+    m.item.heardMs = Math.max(m.item.heardMs, m.ms);
+    this.settleIfPlayed(m.spoken);
+  }
+
+  callerHungUp(): void {
+    if (this.ended) return;
+    this.session?.send({ type: 'hangup' });
+    void this.end('customer-ended-call', { hangUp: false });
+  }
+
+  async terminate(reason: string): Promise<void> {
+    await this.end(reason, { hangUp: true });
+  }
+
+  isEnded(): boolean {
+    return this.ended;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // engine
+
+  private dispatch(event: CallEvent): void {
+    if (this.ended) return;
+    this.carryOut(this.session.send(event));
+  }
+
+  private carryOut(commands: Command[], hint: { dtmf?: string } = {}): void {
+    for (const command of commands) {
+      this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
+      if (this.ended) return;
+      switch (command.type) {
+        case 'say':
+          this.sayLine(command.text, command.interruptible, command.say_id, command.node_id);
+          break;
+        case 'set_provider_overrides':
+          // Call-start checks refuse node overrides for realtime assistants; nothing to switch.
+          this.log.debug({ node: command.node_id }, 'provider overrides ignored by a realtime call');
+          break;
+        case 'run_model':
+          this.runModel(command, hint);
+          break;
+        case 'call_tool':
+          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
+          break;
+        case 'transfer':
+          void this.transfer(command.destination);
+          break;
+        case 'hang_up':
+          void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
+          break;
+        case 'event_rejected':
+          this.log.debug({ rejected: command }, 'engine ignored an event');
+          break;
+      }
+    }
+    this.syncModel();
+    this.persistSoon();
+  }
+
+  /**
+   * `run_model`: the node's prompt and functions are on the session already (`syncModel`). A
+   * caller's spoken turn was answered by server VAD; other reasons need a response from us.
+   */
+  private runModel(command: RunModelCommand, hint: { dtmf?: string }): void {
+    this.syncModel();
+    if (command.reason === 'node_entered') {
+      this.requestReply(undefined, command.node_id);
+    } else if (command.reason === 'tool_result') {
+      const result = [...command.messages].reverse().find((m) => m.role === 'tool');
+      this.requestReply(`${command.system}\n\nThe tool's result: ${result?.content ?? '(none)'}`, command.node_id);
+    } else if (hint.dtmf !== undefined) {
+      this.requestReply(`${command.system}\n\nThe caller pressed ${hint.dtmf} on the keypad.`, command.node_id);
+    }
+  }
+
+  /** Keeps the session's instructions and functions those of the current node. */
+  private syncModel(): void {
+    if (this.ended || !this.rt) return;
+    const offer = this.offerFor(this.session.state().node_id, this.session.modelContext());
+    if (offer.key === this.offer?.key) return;
+    this.offer = offer;
+    this.rt.update({ instructions: offer.instructions, tools: offer.functions });
+  }
+
+  private offerFor(nodeId: string, context: ModelContext | null): Offer {
+    if (!context) {
+      // No model turn here (a tool running, a closing line): no way out to offer.
+      return {
+        key: `${nodeId}:none`,
+        nodeId,
+        instructions: this.definition.global_prompt ?? '',
+        functions: [],
+        transitions: new Set(),
+        tools: new Map(),
+      };
+    }
+    return {
+      key: `${nodeId}:${context.mode}`,
+      nodeId,
+      instructions: context.system,
+      functions: [
+        ...context.transitionFunctions.map((f) => ({
+          name: f.name,
+          description: f.description,
+          parameters: { type: 'object', properties: {} },
+        })),
+        ...context.tools.map((t) => ({
+          name: t.name,
+          ...(t.description ? { description: t.description } : {}),
+          ...(t.parameters ? { parameters: t.parameters as Record<string, unknown> } : {}),
+        })),
+      ],
+      transitions: new Set(context.transitionFunctions.map((f) => f.name)),
+      tools: new Map(context.tools.map((t) => [t.name, t])),
+    };
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // responses: what we ask for, what the model streams, what the caller hears
+
+  private newSpoken(kind: Spoken['kind'], text: string, interruptible: boolean, sayId: string | null, nodeId: string | null): Spoken {
+    let resolve!: () => void;
+    const done = new Promise<void>((r) => (resolve = r));
+    return {
+      kind,
+      sayId,
+      text,
+      transcript: '',
+      nodeId,
+      interruptible,
+      vad: false,
+      state: 'requested',
+      items: [],
+      marks: new Set(),
+      remainder: Buffer.alloc(0),
+      sinceMarkMs: 0,
+      cut: false,
+      settled: false,
+      done,
+      resolve,
+    };
+  }
+
+  /** An engine line: the model is asked to say exactly this text. */
+  private sayLine(text: string, interruptible: boolean, sayId: string | null, nodeId: string | null): Spoken {
+    const s = this.newSpoken('say', text, interruptible, sayId, nodeId);
+    this.spoken.push(s);
+    if (!this.rt) {
+      this.settle(s, false);
+      return s;
+    }
+    this.requested.push(s);
+    this.disarmSilence();
+    const spoken = applyPronunciations(text, this.assistant.speech_config.pronunciation);
+    this.rt.createResponse(`Say exactly: "${spoken}"`);
+    this.armStall();
+    return s;
+  }
+
+  /** A model reply we ask for (a node entered without a line, a tool result, keypad input). */
+  private requestReply(instructions: string | undefined, nodeId: string): void {
+    if (!this.rt) return;
+    this.expectReply(nodeId);
+    this.rt.createResponse(instructions);
+  }
+
+  /** Registers the response that a createResponse / sendFunctionResult(respond) will start. */
+  private expectReply(nodeId: string | null): void {
+    const s = this.newSpoken('reply', '', true, null, nodeId);
+    this.spoken.push(s);
+    this.requested.push(s);
+    this.disarmSilence();
+    this.armStall();
+  }
+
+  /** The first event of a response: which of ours it is, or a reply started by server VAD. */
+  private responseStarted(): Spoken {
+    let s: Spoken;
+    if (this.vadExpected) {
+      this.vadExpected = false;
+      s = this.newSpoken('reply', '', true, null, this.session.state().node_id);
+      s.vad = true;
+      this.spoken.push(s);
+    } else if (this.requested.length > 0) {
+      s = this.requested.shift()!;
+    } else {
+      s = this.newSpoken('reply', '', true, null, this.session.state().node_id);
+      this.spoken.push(s);
+    }
+    s.state = 'streaming';
+    this.current = s;
+    if (s.vad && this.turn) this.turn.firstTokenAt ??= performance.now();
+    this.disarmSilence();
+    this.clearStall();
+    return s;
+  }
+
+  private modelAudio(mulaw: Buffer, itemId: string): void {
+    if (this.ended) return;
+    const s = this.current ?? this.responseStarted();
+    if (s.cut || mulaw.length === 0) return;
+    let item = s.items.at(-1);
+    if (!item || item.id !== itemId) {
+      if (item) this.markAfter(s, item, true);
+      item = { id: itemId, pushedMs: 0, heardMs: 0 };
+      s.items.push(item);
+    }
+    if (s.vad && this.turn && !this.turn.audioStarted) {
+      this.turn.modelReadyAt = performance.now();
+      this.turn.audioStarted = true;
+    }
+    // Whole frames only, so that a mark never pads the middle of the audio with silence.
+    const data = s.remainder.length > 0 ? Buffer.concat([s.remainder, mulaw]) : mulaw;
+    const whole = data.length - (data.length % FRAME_BYTES);
+    if (whole > 0) {
+      this.pacer.push(data.subarray(0, whole));
+      item.pushedMs += whole / 8;
+      s.sinceMarkMs += whole / 8;
+    }
+    s.remainder = Buffer.from(data.subarray(whole));
+    if (s.sinceMarkMs >= MARK_SPACING_MS) this.markAfter(s, item, false);
+  }
+
+  /** A mark after the audio pushed so far; `flush` also sends the short last frame (padded). */
+  private markAfter(s: Spoken, item: OutputItem, flush: boolean): void {
+    if (flush && s.remainder.length > 0) {
+      this.pacer.push(s.remainder);
+      item.pushedMs += s.remainder.length / 8;
+      s.remainder = Buffer.alloc(0);
+    }
+    const name = `rt${++this.markSeq}`;
+    this.marks.set(name, { spoken: s, item, ms: item.pushedMs });
+    s.marks.add(name);
+    s.sinceMarkMs = 0;
+    this.pacer.mark(name);
+  }
+
+  private responseDone(): void {
+    if (this.ended) return;
+    // A response with no event before its end: empty, or one of ours that said nothing.
+    const s = this.current ?? (this.vadExpected || this.requested.length > 0 ? this.responseStarted() : null);
+    this.current = null;
+    if (s && !s.cut) {
+      s.state = 'streamed';
+      const last = s.items.at(-1);
+      if (last && (s.remainder.length > 0 || s.sinceMarkMs > 0)) this.markAfter(s, last, true);
+      this.settleIfPlayed(s);
+    }
+    // the next response we asked for starts now: its wait counts from here
+    this.clearStall();
+    this.armStall();
+    this.armSilence();
+  }
+
+  private settleIfPlayed(s: Spoken): void {
+    if (s.state === 'streamed' && s.marks.size === 0) this.settle(s, true);
+  }
+
+  /** The response is over for the caller: played whole (`complete`), cut, or never said. */
+  private settle(s: Spoken, complete: boolean): void {
+    if (s.settled) return;
+    s.settled = true;
+    if (!complete) s.cut = true;
+    this.spoken = this.spoken.filter((x) => x !== s);
+    this.requested = this.requested.filter((x) => x !== s);
+    for (const name of s.marks) this.marks.delete(name);
+    s.marks.clear();
+    const basis = s.kind === 'say' ? s.text : s.transcript;
+    const pushed = s.items.reduce((ms, i) => ms + i.pushedMs, 0);
+    const heardMs = s.items.reduce((ms, i) => ms + i.heardMs, 0);
+    // A response with no audio said nothing, whatever its text.
+    const heard = pushed === 0 ? '' : complete ? basis.trim() : heardShare(basis, heardMs, pushed);
+    if (heard) this.recordMessage('assistant', heard, s.nodeId);
+    s.resolve();
+    if (s.kind === 'say') {
+      if (s.sayId !== null) this.dispatch({ type: 'assistant.done_speaking', say_id: s.sayId });
+    } else if (heard) {
+      this.dispatch({ type: 'model.replied', text: heard });
+    }
+    this.armSilence();
+  }
+
+  /** A requested response that never starts (refused by the vendor in a race) must not block the call. */
+  private armStall(): void {
+    if (this.stallTimer || this.requested.length === 0 || this.ended) return;
+    this.stallTimer = setTimeout(() => {
+      this.stallTimer = null;
+      if (this.ended || this.current || this.requested.length === 0) return;
+      const lost = this.requested[0]!;
+      this.log.warn({ kind: lost.kind, sayId: lost.sayId }, 'a requested realtime response never started');
+      this.settle(lost, false);
+      this.armStall();
+    }, RESPONSE_STALL_MS);
+  }
+
+  private clearStall(): void {
+    if (this.stallTimer) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // the caller
+
+  private realtimeEvents(): RealtimeEvents {
+    return {
+      onAudio: (mulaw, itemId) => this.modelAudio(mulaw, itemId),
+      onSpeechStarted: () => this.callerStarted(),
+      onSpeechStopped: () => this.callerStopped(),
+      onTranscript: (role, text, final) => this.transcript(role, text, final),
+      onFunctionCall: (call) => void this.functionCall(call),
+      onResponseDone: () => this.responseDone(),
+      onError: (err) => this.providerFailed(err),
+    };
+  }
+
+  private callerStarted(): void {
+    if (this.ended) return;
+    this.log.debug('caller speech started');
+    this.callerSpeaking = true;
+    this.vadExpected = false;
+    this.turn = null;
+    this.disarmSilence();
+    if (this.spoken.length === 0) return;
+    // Closing lines and the consent message are not interruptible (nor what is queued before them).
+    if (this.spoken.some((s) => !s.interruptible)) return;
+    this.bargeIn();
+  }
+
+  private callerStopped(): void {
+    if (this.ended) return;
+    this.callerSpeaking = false;
+    this.vadExpected = true;
+    // Server VAD asks the model for the reply at the end of the caller's turn.
+    const now = performance.now();
+    this.turn = {
+      endOfTurnAt: now,
+      nodeId: this.session?.state().node_id ?? null,
+      modelRequestedAt: now,
+      firstTokenAt: null,
+      modelReadyAt: null,
+      ttsRequestedAt: null,
+      ttsFirstAudioAt: null,
+      audioStarted: false,
+    };
+    this.armSilence();
+  }
+
+  /**
+   * Barge-in: the far end drops what it buffered (`clear`), the model stops (its queued
+   * responses are dropped too), and its history keeps only what the caller heard (truncate).
+   */
+  private bargeIn(): void {
+    const cut = [...this.spoken];
+    this.log.debug({ responses: cut.length }, 'barge-in');
+    this.pacer.clear();
+    this.rt?.cancelResponse();
+    for (const s of cut) {
+      for (const item of s.items) {
+        // whole ms, never past the audio the vendor sent (a short last piece can end mid-ms)
+        if (item.heardMs < item.pushedMs) this.rt?.truncate(item.id, Math.floor(item.heardMs));
+      }
+    }
+    this.requested = [];
+    // The streaming response stays current until its `onResponseDone`; its events are dropped.
+    for (const s of cut) this.settle(s, false);
+  }
+
+  private transcript(role: 'user' | 'assistant', text: string, final: boolean): void {
+    if (this.ended) return;
+    if (role === 'assistant') {
+      const s = this.current;
+      if (s && !s.cut) s.transcript = text;
+      return;
+    }
+    const said = text.trim();
+    if (said === '') return;
+    this.disarmSilence();
+    if (!final) return;
+    this.recordMessage('user', said, this.session.state().node_id);
+    // The engine's history and state follow the caller; the reply was created by server VAD.
+    this.dispatch({ type: 'caller.said', text: said });
+  }
+
+  private async functionCall(call: RealtimeFunctionCall): Promise<void> {
+    if (this.ended || !this.offer) return;
+    if (!this.current) this.responseStarted();
+    const offer = this.offer;
+    if (offer.transitions.has(call.name)) {
+      const commands = this.session.send({ type: 'model.chose_transition', function_name: call.name, node_id: offer.nodeId });
+      const rejected = commands.find((c) => c.type === 'event_rejected');
+      // The engine's lines follow a transition, so the model is not asked to respond to it; a
+      // refused one is answered with why, and the model tries again (unless the call is closing).
+      if (rejected) {
+        this.answer(call.callId, JSON.stringify({ error: rejected.message }), this.session.state().status === 'active');
+      } else {
+        this.answer(call.callId, JSON.stringify({ ok: true }), false);
+      }
+      this.carryOut(commands);
+      return;
+    }
+    const tool = offer.tools.get(call.name);
+    if (!tool) {
+      this.answer(call.callId, JSON.stringify({ error: `no function "${call.name}" is available now` }), true);
+      return;
+    }
+    let args: Record<string, unknown>;
+    try {
+      args = JSON.parse(call.arguments || '{}') as Record<string, unknown>;
+    } catch {
+      this.answer(call.callId, JSON.stringify({ error: 'arguments were not valid JSON' }), true);
+      return;
+    }
+    const request = { id: call.callId, name: call.name, arguments: args };
+    if (tool.async) {
+      void this.deps.notifier.toolCalls(this.record, [request], { url: tool.url, async: true });
+      this.answer(call.callId, JSON.stringify({ status: 'started' }), true);
+      return;
+    }
+    this.toolsInFlight++;
+    let outcome: ToolCallOutcome | undefined;
+    try {
+      [outcome] = await this.deps.notifier.toolCalls(this.record, [request], { url: tool.url });
+    } finally {
+      this.toolsInFlight--;
+    }
+    if (this.ended) return;
+    this.answer(call.callId, toolOutput(outcome), true);
+  }
+
+  private answer(callId: string, output: string, respond: boolean): void {
+    if (!this.rt) return;
+    if (respond) this.expectReply(this.offer?.nodeId ?? null);
+    this.rt.sendFunctionResult(callId, output, respond);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // tool nodes, transfer, silence, end (as in LiveCall)
+
+  private async callToolNode(
+    toolCallId: string,
+    name: string,
+    url: string,
+    args: Record<string, unknown>,
+    nodeId: string,
+  ): Promise<void> {
+    const [outcome] = await this.deps.notifier.toolCalls(this.record, [{ id: toolCallId, name, arguments: args }], { url, nodeId });
+    if (this.ended) return;
+    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: toolCallId, result: outcome.result });
+    else this.dispatch({ type: 'tool.failed', tool_call_id: toolCallId, error: outcome?.error ?? 'no result' });
+  }
+
+  private async transfer(destination: string): Promise<void> {
+    this.record.status = 'forwarding';
+    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
+    try {
+      await this.deps.telephony.transfer(this.record, destination);
+    } catch (err) {
+      this.log.error({ err }, 'transfer failed');
+      this.record.errors.push(`transfer: ${(err as Error).message}`);
+    }
+  }
+
+  private busy(): boolean {
+    return this.spoken.length > 0 || this.current !== null || this.toolsInFlight > 0 || this.pacer.isSpeaking();
+  }
+
+  private armSilence(): void {
+    if (this.ended || !this.session || this.busy() || this.callerSpeaking) return;
+    if (this.session.state().awaiting !== 'caller') return;
+    this.disarmSilence();
+    const policy = this.assistant.speech_config.silence;
+    const fire = (nextMs: number) => {
+      this.silenceTimer = setTimeout(() => {
+        this.silenceTimer = null;
+        if (this.busy() || this.callerSpeaking) return;
+        this.dispatch({ type: 'timer.silence' });
+        if (!this.ended) fire(policy.interval_seconds * 1000);
+      }, nextMs);
+    };
+    fire(policy.first_check_seconds * 1000);
+    this.silenceHardTimer = setTimeout(() => {
+      this.silenceHardTimer = null;
+      void this.end('silence-timed-out', { hangUp: true });
+    }, this.assistant.silence_timeout_seconds * 1000 + policy.max_attempts * policy.interval_seconds * 1000);
+  }
+
+  private disarmSilence(): void {
+    if (this.silenceTimer) clearTimeout(this.silenceTimer);
+    if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
+    this.silenceTimer = null;
+    this.silenceHardTimer = null;
+  }
+
+  private providerFailed(err: ProviderError | Error): void {
+    if (this.ended) return;
+    const provider = (err as ProviderError).provider ?? this.assistant.llm_config.provider;
+    this.log.error({ err, code: (err as ProviderError).code }, 'realtime provider failed; ending the call');
+    this.record.errors.push(`${provider}: ${err.message}`);
+    void this.end(`pipeline-error-${provider}`, { hangUp: true });
+  }
+
+  private async end(reason: string, options: { hangUp: boolean }): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.abort.abort();
+    this.disarmSilence();
+    this.clearStall();
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.pacer.close();
+    this.marks.clear();
+    for (const s of this.spoken) s.resolve(); // a start() waiting for the consent line returns
+    this.spoken = [];
+    this.requested = [];
+    this.current = null;
+    const rt = this.rt;
+    this.rt = null;
+    await rt?.close().catch(() => undefined);
+    this.session?.stop();
+    if (options.hangUp) {
+      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
+        this.log.warn({ err }, 'hang-up through the telephony API failed');
+      });
+    }
+    this.media.close();
+    const r = this.record;
+    r.status = 'ended';
+    r.ended_reason = reason;
+    r.ended_at = new Date().toISOString();
+    r.current_node = this.session?.state().node_id ?? r.current_node;
+    r.nodes_visited = [...(this.session?.nodesVisited() ?? r.nodes_visited)];
+    r.engine = this.session ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
+    this.log.info({ endedReason: reason }, 'call ended');
+    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
+    await this.deps.notifier.endOfCallReport(r);
+    if (this.assistant.gdpr_mode) {
+      r.messages = [];
+      r.engine = null;
+    }
+    await this.saveChain;
+    await this.deps.store.save(r).catch((err: Error) => this.log.error({ err }, 'could not save the ended call'));
+    this.deps.onEnded?.(r);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // bookkeeping
+
+  private recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
+    const now = Date.now();
+    this.record.messages.push({
+      role,
+      content,
+      time: new Date(now).toISOString(),
+      seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
+      node_id: nodeId,
+    });
+  }
+
+  private persistPending = false;
+  private persistSoon(): void {
+    if (this.persistPending || this.ended) return;
+    this.persistPending = true;
+    setImmediate(() => {
+      this.persistPending = false;
+      if (this.ended) return;
+      const state = this.session.state();
+      this.record.current_node = state.node_id;
+      this.record.nodes_visited = [...this.session.nodesVisited()];
+      this.record.engine = this.session.snapshot() as unknown as Record<string, unknown>;
+      const copy = structuredClone(this.record);
+      this.saveChain = this.saveChain
+        .then(() => this.deps.store.save(copy))
+        .catch((err: Error) => this.log.warn({ err }, 'could not save the call session'));
+    });
+  }
+
+  private timer(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  /** The first frame of the reply to the caller's turn left: model wait vs our own share. */
+  private turnDone(): void {
+    const turn = this.turn;
+    this.turn = null;
+    if (!turn || !this.deps.onTurnLatency) return;
+    const { nodeId, audioStarted: _a, ...marks } = turn;
+    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
+    this.deps.onTurnLatency({
+      callId: this.record.id,
+      nodeId,
+      ...complete,
+      ...splitTurnLatency(complete),
+      outbound: { ...this.pacer.stats },
+    });
+  }
+}
+
+/** The words of `text` the caller heard when `heardMs` of its `totalMs` of audio were played. */
+export function heardShare(text: string, heardMs: number, totalMs: number): string {
+  const t = text.trim();
+  if (totalMs <= 0 || heardMs <= 0) return '';
+  if (heardMs >= totalMs) return t;
+  const cut = Math.floor((t.length * heardMs) / totalMs);
+  const head = t.slice(0, cut);
+  const whole = /\s/.test(t[cut] ?? ' ') ? head : head.slice(0, Math.max(0, head.lastIndexOf(' ')));
+  return whole.trim();
+}
+
+function toolOutput(outcome: ToolCallOutcome | undefined): string {
+  if (!outcome) return JSON.stringify({ error: 'no result' });
+  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
+  return JSON.stringify({ error: outcome.error });
+}

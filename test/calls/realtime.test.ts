@@ -1,0 +1,355 @@
+/**
+ * Realtime assistants on whole calls over the Twilio protocol: the sandbox speech-to-speech
+ * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
+import { heardShare } from '../../src/calls/realtime-call.js';
+import type { ActiveCall } from '../../src/calls/active-call.js';
+import type { LiveCall } from '../../src/calls/live-call.js';
+import type { RealtimeCall } from '../../src/calls/realtime-call.js';
+
+// Both kinds of call are driven through the same methods (checked by tsc).
+const _pipeline: ActiveCall = null as unknown as LiveCall;
+const _realtime: ActiveCall = null as unknown as RealtimeCall;
+void _pipeline;
+void _realtime;
+
+const frontDesk = {
+  version: 1,
+  entry_node: 'greeting',
+  global_prompt: 'You are the front desk of Acme Dental.',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
+    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
+  ],
+};
+
+const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe('heardShare', () => {
+  it('keeps the whole words played', () => {
+    expect(heardShare('Hello there, how are you?', 0, 1000)).toBe('');
+    expect(heardShare('Hello there, how are you?', 1000, 1000)).toBe('Hello there, how are you?');
+    expect(heardShare('Hello there, how are you?', 500, 1000)).toBe('Hello there,');
+    expect(heardShare('Hello there', 100, 0)).toBe('');
+  });
+});
+
+describe('a realtime call with the sandbox speech-to-speech provider', () => {
+  let s: CallingServer;
+  beforeAll(async () => {
+    s = await startCallingServer();
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it('says the first line, follows the workflow on what the caller says, and hangs up at the end node', async () => {
+    const { number, workflowId, assistantId } = await s.setUpNumber({
+      assistant: { name: 'Realtime receptionist', llm_config: { provider: 'sandbox-realtime' } },
+      definition: frontDesk,
+    });
+    const call = s.caller(number);
+    const outcome = await call.dial();
+    expect(outcome.kind).toBe('connected');
+    await call.hear('Acme Dental');
+    await call.quiet();
+    await call.say('I would like to book an appointment please.');
+    await call.hear('Sure thing');
+    await call.hear('book your appointment');
+    await call.quiet();
+    await call.say('That is all, I am finished, goodbye.');
+    await call.hear('goodbye');
+    await call.ended();
+
+    const callId = outcome.kind === 'connected' ? outcome.callId : '';
+    await s.receiver.waitForRequests(4, 10_000);
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const statuses = receivedMessages(s.receiver, 'status-update').filter((m) => m.call.id === callId).map((m) => m.status);
+    expect(statuses).toEqual(['ringing', 'in-progress', 'ended']);
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report).toMatchObject({
+      ended_reason: 'assistant-ended-call',
+      assistant_id: assistantId,
+      workflow_id: workflowId,
+      nodes_visited: ['greeting', 'booking', 'bye'],
+    });
+    const lines = report.messages.map((m: { role: string; content: string; node_id: string }) => `${m.role}@${m.node_id}: ${m.content}`);
+    expect(lines).toEqual([
+      'assistant@greeting: Hello, this is Acme Dental.',
+      'user@greeting: I would like to book an appointment please.',
+      'assistant@greeting: Sure thing.',
+      'assistant@booking: Let us book your appointment.',
+      'user@booking: That is all, I am finished, goodbye.',
+      'assistant@bye: Thank you for calling, goodbye.',
+    ]);
+    expect(report.transcript).toContain('book an appointment');
+
+    const got = await s.api('GET', `/calls/${callId}`);
+    expect(got.json.call).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', current_node: 'bye' });
+    expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
+  }, 60_000);
+
+  it('with no workflow, says first_message and answers the caller in its own words', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: { name: 'Realtime alone', llm_config: { provider: 'sandbox-realtime' }, first_message: 'Hi there, how can I help?' },
+    });
+    const call = s.caller(number);
+    await call.dial();
+    await call.hear('how can I help');
+    await call.quiet();
+    await call.say('What are your opening hours?');
+    await call.hear(/okay|understand/i);
+    await call.hangUp();
+    const callId = call.callId!;
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect(report.messages.map((m: { role: string }) => m.role)).toEqual(['assistant', 'user', 'assistant']);
+  }, 60_000);
+
+  it('runs a tool node through the tool-calls exchange, then transfers the call', async () => {
+    s.receiver.setDefault((req) => {
+      const message = JSON.parse(req.body).message;
+      if (message?.type !== 'tool-calls') return { status: 200, body: '' };
+      return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result: { status: 'shipped' } }] } };
+    });
+    const { number } = await s.setUpNumber({
+      assistant: { name: 'Realtime orders', llm_config: { provider: 'sandbox-realtime' } },
+      definition: {
+        version: 1,
+        entry_node: 'greeting',
+        nodes: [
+          { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme orders.' },
+          { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: s.receiver.url, arguments: { order: 'A1' } },
+          { id: 'handoff', type: 'transfer', first_line: 'Connecting you to a person now.', destination: '+14155550123' },
+        ],
+        edges: [
+          { from: 'greeting', to: 'lookup', description: 'the caller asks where their order is' },
+          { from: 'lookup', to: 'handoff' },
+        ],
+      },
+    });
+    const call = s.caller(number);
+    await call.dial();
+    await call.hear('Acme orders');
+    await call.quiet();
+    await call.say('Where is my order?');
+    await call.hear('One moment');
+    await call.hear('Connecting you');
+    await call.ended();
+    const callId = call.callId!;
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const toolCalls = receivedMessages(s.receiver, 'tool-calls').filter((m) => m.call.id === callId);
+    expect(toolCalls).toHaveLength(1);
+    expect(toolCalls[0].tool_calls[0]).toMatchObject({ name: 'lookup_order', arguments: { order: 'A1' } });
+    const statuses = receivedMessages(s.receiver, 'status-update').filter((m) => m.call.id === callId).map((m) => m.status);
+    expect(statuses).toEqual(['ringing', 'in-progress', 'forwarding', 'ended']);
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report).toMatchObject({ ended_reason: 'call-transferred', nodes_visited: ['greeting', 'lookup', 'handoff'] });
+    expect(s.twilio.requests.some((r) => (r.form.get('Twiml') ?? '').includes('+14155550123'))).toBe(true);
+    s.receiver.setDefault({ status: 200, body: '' });
+  }, 60_000);
+
+  it('stops talking when the caller speaks over an interruptible line (clear), and keeps only what was heard', async () => {
+    const long = 'Welcome to Acme Dental. We are open from eight in the morning until six in the evening on weekdays. ' +
+      'On Saturdays we are open from nine until one. We are closed on Sundays and public holidays.';
+    const { number } = await s.setUpNumber({
+      assistant: { name: 'Realtime talker', llm_config: { provider: 'sandbox-realtime' }, first_message: long },
+    });
+    const call = s.caller(number);
+    await call.dial();
+    await call.hear('Welcome to Acme Dental');
+    await call.say('Sorry, I need to book.');
+    await until(() => call.clears.length > 0, 'a clear');
+    await call.hear(/okay|understand/i);
+    await call.hangUp();
+    const callId = call.callId!;
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    const first = report.messages[0];
+    expect(first.role).toBe('assistant');
+    expect(long.startsWith(first.content)).toBe(true);
+    expect(first.content.length).toBeLessThan(long.length);
+  }, 60_000);
+});
+
+describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
+  let fake: FakeOpenAiRealtime | null = null;
+  let s: CallingServer | null = null;
+  afterEach(async () => {
+    await s?.close();
+    await fake?.close();
+    s = null;
+    fake = null;
+  });
+
+  async function setUp(script: FakeRealtimeScript, llmConfig: Record<string, unknown> = {}) {
+    fake = await startFakeOpenAiRealtime(script);
+    s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
+    const { number } = await s.setUpNumber({
+      assistant: { name: 'OpenAI receptionist', llm_config: { provider: 'openai-realtime', ...llmConfig } },
+      definition: frontDesk,
+    });
+    return { fake, s, call: s.caller(number) };
+  }
+
+  /** μ-law bytes that are easy to recognise (never the silence byte). */
+  const tone = (bytes: number) => Buffer.from(Array.from({ length: bytes }, (_, i) => i % 200));
+
+  it('connects in pcmu with the node prompt and transition functions, plays the audio, and moves on a function call', async () => {
+    const { fake, s, call } = await setUp({
+      responses: [
+        { audio: tone(1600), transcript: 'Hello, this is Acme Dental.' },
+        { audio: tone(800), transcript: 'Sure thing.' },
+        { audio: tone(800), transcript: 'Let us book your appointment.' },
+        { audio: tone(1200), transcript: 'Thank you for calling, goodbye.' },
+      ],
+      turns: [
+        {
+          afterAudioBytes: 16_000,
+          userTranscript: 'I would like to book an appointment.',
+          response: { functionCall: { name: 'go_to_booking', arguments: '{}', callId: 'call_booking' } },
+        },
+        {
+          afterAudioBytes: 40_000,
+          userTranscript: 'That is all, goodbye.',
+          response: { functionCall: { name: 'go_to_bye', arguments: '{}', callId: 'call_bye' } },
+        },
+      ],
+    });
+    const outcome = await call.dial();
+    expect(outcome.kind).toBe('connected');
+
+    const first = await fake.waitForEvent('session.update');
+    const session = first.session as any;
+    expect(session.audio.input.format).toEqual({ type: 'audio/pcmu' });
+    expect(session.audio.output.format).toEqual({ type: 'audio/pcmu' });
+    expect(session.instructions).toContain('You are the front desk of Acme Dental.');
+    expect(session.instructions).toContain('Find out what the caller needs.');
+    expect(session.tools.map((t: { name: string }) => t.name)).toEqual(['go_to_booking']);
+    expect(session.tools[0].description).toBe('the caller wants to book an appointment');
+    expect(session.audio.input.turn_detection).toMatchObject({ type: 'server_vad', silence_duration_ms: 500 });
+
+    // the entry node's first line, said by the model verbatim
+    const say = await fake.waitForEvent('response.create');
+    expect((say.response as any).instructions).toBe('Say exactly: "Hello, this is Acme Dental."');
+    // its audio reaches the caller as 160-byte media frames
+    await until(() => call.frameTimes.length >= 10, 'the first line\'s media frames');
+
+    // the model calls the transition: the function is answered without a response of its own,
+    // the session switches to the booking node, and the edge message and first line follow
+    const output = await fake.waitForEvent('conversation.item.create', 1, 10_000);
+    expect(output.item).toMatchObject({ type: 'function_call_output', call_id: 'call_booking' });
+    const booking = await fake.waitForEvent('session.update', 2, 10_000);
+    expect((booking.session as any).instructions).toContain('Book it.');
+    expect((booking.session as any).tools.map((t: { name: string }) => t.name)).toEqual(['go_to_bye']);
+    await fake.waitForEvent('response.create', 3, 10_000);
+    const says = fake.eventsOfType('response.create').map((e) => (e.response as any)?.instructions);
+    expect(says).toEqual([
+      'Say exactly: "Hello, this is Acme Dental."',
+      'Say exactly: "Sure thing."',
+      'Say exactly: "Let us book your appointment."',
+    ]);
+
+    // the end node: its line is said, played, and the call hangs up
+    await call.ended(20_000);
+    expect(fake.eventsOfType('response.create').at(-1)?.response).toEqual({ instructions: 'Say exactly: "Thank you for calling, goodbye."' });
+    const callId = outcome.kind === 'connected' ? outcome.callId : '';
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report).toMatchObject({ ended_reason: 'assistant-ended-call', nodes_visited: ['greeting', 'booking', 'bye'] });
+    const roles = report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
+    expect(roles).toContain('user: I would like to book an appointment.');
+    expect(roles).toContain('assistant: Sure thing.');
+    expect(roles.at(-1)).toBe('assistant: Thank you for calling, goodbye.');
+    // the realtime socket was closed with the call
+    await until(() => fake.openSockets() === 0, 'the realtime socket to close', 5_000);
+  }, 60_000);
+
+  it("answers the model's call of an assistant tool through the tool-calls exchange", async () => {
+    const { fake, s, call } = await setUp(
+      {
+        responses: [{ audio: tone(800), transcript: 'Hello, this is Acme Dental.' }],
+        turns: [
+          {
+            afterAudioBytes: 12_000,
+            userTranscript: 'When are you open?',
+            response: { functionCall: { name: 'opening_hours', arguments: '{"day":"monday"}', callId: 'call_hours' } },
+          },
+        ],
+      },
+      {
+        tools: [
+          {
+            name: 'opening_hours',
+            description: 'Opening hours for a day',
+            parameters: { type: 'object', properties: { day: { type: 'string' } }, required: ['day'] },
+          },
+        ],
+      },
+    );
+    s.receiver.setDefault((req) => {
+      const message = JSON.parse(req.body).message;
+      if (message?.type !== 'tool-calls') return { status: 200, body: '' };
+      return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result: '9 to 5' }] } };
+    });
+    await call.dial();
+    const first = await fake.waitForEvent('session.update');
+    expect((first.session as any).tools.map((t: { name: string }) => t.name)).toEqual(['go_to_booking', 'opening_hours']);
+    const output = await fake.waitForEvent('conversation.item.create', 1, 10_000);
+    expect(output.item).toEqual({ type: 'function_call_output', call_id: 'call_hours', output: '9 to 5' });
+    // the model is asked to answer with the result
+    const reply = await fake.waitForEvent('response.create', 2, 5_000);
+    expect(reply.response).toBeUndefined();
+    const toolCalls = receivedMessages(s.receiver, 'tool-calls');
+    expect(toolCalls).toHaveLength(1);
+    expect(toolCalls[0].tool_calls[0]).toMatchObject({ id: 'call_hours', name: 'opening_hours', arguments: { day: 'monday' } });
+    await call.hangUp();
+  }, 60_000);
+
+  it('on speech over the assistant audio: clear to the caller, response.cancel and conversation.item.truncate to the model', async () => {
+    const { fake, s, call } = await setUp({
+      // a 3 s first line; the caller starts speaking about 1 s in
+      responses: [{ audio: tone(24_000), transcript: 'Hello, this is Acme Dental, the friendliest dentist in town, how can I help you today?' }],
+      turns: [{ afterAudioBytes: 8_000, speechStops: false }],
+    });
+    const outcome = await call.dial();
+    expect(outcome.kind).toBe('connected');
+    await fake.waitForEvent('response.cancel', 1, 10_000);
+    const truncate = await fake.waitForEvent('conversation.item.truncate', 1, 5_000);
+    await until(() => call.clears.length > 0, 'a clear');
+    expect(truncate.content_index).toBe(0);
+    expect(String(truncate.item_id)).toMatch(/^item_/);
+    // what the caller heard, from the echoed marks: some of the line, not all of it
+    expect(truncate.audio_end_ms).toBeGreaterThan(200);
+    expect(truncate.audio_end_ms).toBeLessThan(2_000);
+    // no further audio of the cut line reaches the caller
+    const framesAtClear = call.frameTimes.filter((t) => t <= call.clears[0]!).length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(call.frameTimes.length - framesAtClear).toBeLessThanOrEqual(1);
+    // the truncate is valid for the fake (no error came back about it)
+    await call.hangUp();
+    const callId = outcome.kind === 'connected' ? outcome.callId : '';
+    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report.ended_reason).toBe('customer-ended-call');
+    const first = report.messages[0];
+    expect(first.role).toBe('assistant');
+    expect('Hello, this is Acme Dental.'.startsWith(first.content)).toBe(true);
+    expect(first.content.length).toBeLessThan('Hello, this is Acme Dental.'.length);
+  }, 60_000);
+});
