@@ -226,7 +226,7 @@ export class LiveCall {
           void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
           break;
         case 'transfer':
-          void this.transfer(command.destination);
+          this.transferring = this.transfer(command.destination);
           break;
         case 'hang_up':
           void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
@@ -475,14 +475,19 @@ export class LiveCall {
   // ------------------------------------------------------------------------------------------
   // transfer and end
 
-  private async transfer(destination: string): Promise<void> {
+  /** The transfer under way: `null` once it succeeded, else the ended reason its failure gives. */
+  private transferring: Promise<string | null> | null = null;
+
+  private async transfer(destination: string): Promise<string | null> {
     this.record.status = 'forwarding';
     void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
     try {
       await this.deps.telephony.transfer(this.record, destination);
+      return null;
     } catch (err) {
       this.log.error({ err }, 'transfer failed');
       this.record.errors.push(`transfer: ${(err as Error).message}`);
+      return `pipeline-error-${(err as { provider?: string }).provider ?? 'telephony'}`;
     }
   }
 
@@ -499,6 +504,11 @@ export class LiveCall {
     this.stt = null;
     await stt?.close().catch(() => undefined);
     this.session?.stop();
+    if (reason === 'call-transferred' && this.transferring) {
+      // closing the stream before the telephony provider took the transfer would drop the caller
+      const failure = await this.transferring;
+      if (failure) [reason, options] = [failure, { hangUp: true }];
+    }
     if (options.hangUp) {
       await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
         this.log.warn({ err }, 'hang-up through the telephony API failed');

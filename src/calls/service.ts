@@ -12,7 +12,7 @@ import type { Store } from '../store/index.js';
 import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
-import type { TwilioRest } from '../telephony/twilio/rest.js';
+import { TwilioRestError, type TwilioRest } from '../telephony/twilio/rest.js';
 import { verifyTwilioSignature, type FormParams } from '../telephony/twilio/signature.js';
 import { connectStreamTwiml, rejectTwiml } from '../telephony/twilio/twiml.js';
 import {
@@ -27,11 +27,14 @@ import type { CallNotifier } from './notifier.js';
 import type { CallRecord, CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 
-/** How the assistant for a number without one is found (the `assistant-request` exchange). */
+/**
+ * How the assistant for a number without one is found (the `assistant-request` exchange).
+ * `workflow_id`: absent means the number's own workflow, `null` means none (the assistant alone).
+ */
 export type AssistantResolution =
   | { kind: 'assistant'; assistant_id: string | null; fields: AssistantFields; workflow_id?: string | null }
   | { kind: 'number-settings'; workflow_id?: string | null }
-  | { kind: 'rejected'; reason: 'assistant-request-failed' | 'rejected-at-start'; message: string };
+  | { kind: 'rejected'; reason: 'assistant-request-failed' | 'rejected-at-start'; errors: string[] };
 
 export interface AssistantResolver {
   resolve(input: {
@@ -137,8 +140,13 @@ export class CallService {
     record.assistant_id = resolved.assistantId;
     const assistant = effectiveAssistant(resolved.fields);
     record.assistant = assistant as unknown as Record<string, unknown>;
-    const { definition, note } = await this.workflowFor(number, resolved.workflowId);
-    record.workflow_id = definition ? (resolved.workflowId ?? number.workflow_id) : null;
+    const workflow = await this.workflowFor(number, resolved.workflowId);
+    if (workflow.unknown) {
+      // only an assistant-request answer can name a workflow that is not there (numbers have a foreign key)
+      return this.rejectAtStart(record, 'assistant-request-failed', [`workflow_id: no workflow with id "${workflow.id}"`]);
+    }
+    const { definition, note } = workflow;
+    record.workflow_id = definition ? workflow.id : null;
     record.workflow_note = note;
     record.definition = definition as unknown as Record<string, unknown> | null;
 
@@ -167,10 +175,10 @@ export class CallService {
     number: PhoneNumber & { organization_id: string },
     account: AccountSettings,
   ): Promise<
-    | { assistantId: string | null; fields: AssistantFields; workflowId: string | null }
+    | { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined }
     | { rejected: true; reason: string; errors: string[] }
   > {
-    const fromNumber = async (workflowId: string | null) => {
+    const fromNumber = async (workflowId: string | null | undefined) => {
       if (!number.assistant_id) {
         return { rejected: true as const, reason: 'assistant-request-failed', errors: ['the number has no assistant and the assistant-request answer named none'] };
       }
@@ -178,36 +186,37 @@ export class CallService {
       if (!stored) return { rejected: true as const, reason: 'rejected-at-start', errors: ['the number\'s assistant no longer exists'] };
       return { assistantId: stored.id, fields: stored.fields, workflowId };
     };
-    if (number.assistant_id) return fromNumber(null);
+    if (number.assistant_id) return fromNumber(undefined);
     const outcome = await this.o.resolver.resolve({ call: record, number, account, organizationId: number.organization_id });
     switch (outcome.kind) {
       case 'rejected':
-        return { rejected: true, reason: outcome.reason, errors: [outcome.message] };
+        return { rejected: true, reason: outcome.reason, errors: outcome.errors };
       case 'number-settings':
-        return fromNumber(outcome.workflow_id ?? null);
+        return fromNumber(outcome.workflow_id);
       case 'assistant': {
         if (outcome.assistant_id) {
           const stored = await this.o.store.assistants.get(number.organization_id, outcome.assistant_id);
           if (!stored) {
             return { rejected: true, reason: 'assistant-request-failed', errors: [`assistant_id: no assistant with id "${outcome.assistant_id}"`] };
           }
-          return { assistantId: stored.id, fields: stored.fields, workflowId: outcome.workflow_id ?? null };
+          return { assistantId: stored.id, fields: stored.fields, workflowId: outcome.workflow_id };
         }
-        return { assistantId: null, fields: outcome.fields, workflowId: outcome.workflow_id ?? null };
+        return { assistantId: null, fields: outcome.fields, workflowId: outcome.workflow_id };
       }
     }
   }
 
+  /** `requested`: from an assistant-request answer; `undefined` means the number's own workflow. */
   private async workflowFor(
     number: PhoneNumber & { organization_id: string },
-    requested: string | null,
-  ): Promise<{ definition: WorkflowDefinition | null; note: string | null }> {
-    const id = requested ?? number.workflow_id;
-    if (!id) return { definition: null, note: null };
+    requested: string | null | undefined,
+  ): Promise<{ id: string | null; definition: WorkflowDefinition | null; note: string | null; unknown?: true }> {
+    const id = requested === undefined ? number.workflow_id : requested;
+    if (!id) return { id: null, definition: null, note: null };
     const workflow = await this.o.store.workflows.get(number.organization_id, id);
-    if (!workflow) return { definition: null, note: `workflow ${id} not found` };
-    if (!workflow.is_active) return { definition: null, note: `workflow ${id} is inactive; the assistant ran alone` };
-    return { definition: workflow.definition, note: null };
+    if (!workflow) return { id, definition: null, note: `workflow ${id} not found`, unknown: true };
+    if (!workflow.is_active) return { id, definition: null, note: `workflow ${id} is inactive; the assistant ran alone` };
+    return { id, definition: workflow.definition, note: null };
   }
 
   private missingAdapters(a: EffectiveAssistant): string[] {
@@ -231,7 +240,10 @@ export class CallService {
     this.log.info({ callId: record.id, endedReason: reason, errors }, 'call rejected before pickup');
     await this.o.calls.create(record);
     await this.o.calls.save(record);
-    void this.o.notifier.statusUpdate(record, 'ended', { ended_reason: reason, errors });
+    // every call that got an id gets its status-update `ended` and its report, rejected ones too
+    void this.o.notifier
+      .statusUpdate(record, 'ended', { ended_reason: reason, errors })
+      .then(() => this.o.notifier.endOfCallReport(record));
     return { status: 200, twiml: rejectTwiml(), callId: record.id };
   }
 
@@ -350,7 +362,9 @@ export class CallService {
 
   private async withCredentials(call: CallRecord, fn: (creds: { account_sid: string; auth_token: string }) => Promise<void>) {
     const account = await this.o.store.account.get(call.organization_id);
-    if (!account.twilio || !call.twilio.call_sid) return;
+    // credentials removed mid-call: a transfer must fail loudly rather than end as "transferred"
+    if (!account.twilio) throw new TwilioRestError('the organization has no Twilio credentials');
+    if (!call.twilio.call_sid) throw new TwilioRestError('the call has no Twilio CallSid');
     await fn(account.twilio);
   }
 

@@ -73,7 +73,8 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
       const target = resolveWebhookTarget({ event: 'end-of-call-report', assistant, number, account });
       if (!target) return;
       const effective = call.assistant as unknown as EffectiveAssistant;
-      const hasAssistant = effective && typeof effective === 'object' && 'analysis_plan' in effective;
+      // a call rejected before pickup has nothing to analyse
+      const hasAssistant = call.started_at !== null && !!effective && typeof effective === 'object' && 'analysis_plan' in effective;
       const body = await endOfCallReportMessage(
         context({ ...call, status: 'ended' }),
         {
@@ -120,24 +121,33 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
   }): Promise<AssistantResolution> {
     const target = resolveWebhookTarget({ event: 'assistant-request', number: input.number, account: input.account });
     if (!target) {
-      return { kind: 'rejected', reason: 'assistant-request-failed', message: 'the number has no assistant and no webhook answers assistant-request' };
+      return {
+        kind: 'rejected',
+        reason: 'assistant-request-failed',
+        errors: ['the number has no assistant and no number or account webhook receives assistant-request'],
+      };
     }
     const outcome = await this.webhooks.requestAssistant(
       { organizationId: input.organizationId, logger: this.logger.child({ callId: input.call.id }) },
       { target, body: assistantRequestMessage(context({ ...input.call, status: 'ringing' })) },
     );
+    // an absent workflow_id (the number's workflow) and `null` (no workflow) stay apart
+    const workflow = outcome.kind === 'assistant-id' || outcome.kind === 'inline' ? outcome.workflow_id : undefined;
+    const withWorkflow = workflow === undefined ? {} : { workflow_id: workflow };
     switch (outcome.kind) {
       case 'assistant-id':
-        return { kind: 'assistant', assistant_id: outcome.assistant_id, fields: { name: '' }, workflow_id: outcome.workflow_id ?? null };
+        return { kind: 'assistant', assistant_id: outcome.assistant_id, fields: { name: '' }, ...withWorkflow };
       case 'inline': {
         const problems = assistantProblems(outcome.assistant);
-        if (problems.length > 0) return { kind: 'rejected', reason: 'assistant-request-failed', message: problems.join('; ') };
-        return { kind: 'assistant', assistant_id: null, fields: outcome.assistant as AssistantFields, workflow_id: outcome.workflow_id ?? null };
+        if (problems.length > 0) {
+          return { kind: 'rejected', reason: 'assistant-request-failed', errors: problems.map((p) => `assistant-request answer: assistant.${p}`) };
+        }
+        return { kind: 'assistant', assistant_id: null, fields: outcome.assistant as AssistantFields, ...withWorkflow };
       }
       case 'number-settings':
         return { kind: 'number-settings' };
       case 'rejected':
-        return { kind: 'rejected', reason: outcome.ended_reason, message: outcome.errors.join('; ') };
+        return { kind: 'rejected', reason: outcome.ended_reason, errors: outcome.errors };
     }
   }
 

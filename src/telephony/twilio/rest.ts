@@ -10,6 +10,8 @@ export interface TwilioCredentials {
 export class TwilioRestError extends Error {
   override name = 'TwilioRestError';
   readonly code = 'TWILIO_REST_ERROR';
+  /** For `ended_reason` `pipeline-error-twilio`. */
+  readonly provider = 'twilio';
   constructor(
     message: string,
     readonly status?: number,
