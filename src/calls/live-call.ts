@@ -89,6 +89,10 @@ export class LiveCall {
   private timers = new Set<NodeJS.Timeout>();
   private silenceTimer: NodeJS.Timeout | null = null;
   private silenceHardTimer: NodeJS.Timeout | null = null;
+  /** Silence prompts since the caller last gave input: after the first, `interval_seconds` apply. */
+  private silencePrompts = 0;
+  /** The engine has started (after the recording consent): events before that are not for it. */
+  private engineStarted = false;
   private ended = false;
   private readonly startedAtMs: number;
   private saveChain: Promise<void> = Promise.resolve();
@@ -141,7 +145,9 @@ export class LiveCall {
     this.session = resumeFrom
       ? restoreCallSession(this.definition, resumeFrom as never, options)
       : createCallSession(this.definition, options);
-    this.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
+    this.timer(this.assistant.max_duration_seconds * 1000, () =>
+      this.engineStarted ? this.dispatch({ type: 'timer.max_duration' }) : void this.end('exceeded-max-duration', { hangUp: true }),
+    );
     try {
       await this.openStt();
     } catch (err) {
@@ -154,6 +160,7 @@ export class LiveCall {
       await consent.played;
       if (this.ended) return;
     }
+    this.engineStarted = true;
     this.carryOut(this.session.start());
     this.armSilence();
   }
@@ -165,7 +172,8 @@ export class LiveCall {
   }
 
   dtmf(digit: string): void {
-    if (this.ended) return;
+    if (this.ended || !this.engineStarted) return;
+    this.silencePrompts = 0;
     this.turns.reset();
     this.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.dispatch({ type: 'dtmf', digits: digit });
@@ -243,7 +251,9 @@ export class LiveCall {
   // the caller's turn and barge-in
 
   private callerTurn(text: string): void {
-    if (this.ended) return;
+    // words over the recording consent come before the conversation has begun
+    if (this.ended || !this.engineStarted) return;
+    this.silencePrompts = 0;
     this.turnStartedAt = performance.now();
     this.log.debug({ text }, 'caller turn');
     this.recordMessage('user', text, this.session.state().node_id);
@@ -454,11 +464,12 @@ export class LiveCall {
       this.silenceTimer = setTimeout(() => {
         this.silenceTimer = null;
         if (this.speaker.speaking()) return;
+        this.silencePrompts++;
         this.dispatch({ type: 'timer.silence' });
         if (!this.ended) fire(policy.interval_seconds * 1000);
       }, nextMs);
     };
-    fire(policy.first_check_seconds * 1000);
+    fire((this.silencePrompts === 0 ? policy.first_check_seconds : policy.interval_seconds) * 1000);
     this.silenceHardTimer = setTimeout(() => {
       this.silenceHardTimer = null;
       void this.end('silence-timed-out', { hangUp: true });
@@ -521,7 +532,7 @@ export class LiveCall {
     r.ended_at = new Date().toISOString();
     r.current_node = this.session?.state().node_id ?? r.current_node;
     r.nodes_visited = [...(this.session?.nodesVisited() ?? r.nodes_visited)];
-    r.engine = this.session ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
+    r.engine = this.session && this.engineStarted ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
     this.log.info({ endedReason: reason }, 'call ended');
     await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
     await this.deps.notifier.endOfCallReport(r);
@@ -551,7 +562,7 @@ export class LiveCall {
   /** Saves the session soon (coalesced): GET /calls and another process can read it. */
   private persistPending = false;
   private persistSoon(): void {
-    if (this.persistPending || this.ended) return;
+    if (this.persistPending || this.ended || !this.engineStarted) return;
     this.persistPending = true;
     setImmediate(() => {
       this.persistPending = false;

@@ -4,19 +4,28 @@
  * first audio leaves as soon as the first sentence is ready), played strictly in order through
  * the pacer, with a mark after every sentence. Marks echoed by the far end tell what the caller
  * actually heard; marks echoed after a `clear` were dropped, not heard.
+ *
+ * A `clear` drops what the far end buffered, so a paused or cleared sentence is sent again from
+ * its start (under a new mark name) when output goes on: a sentence is heard whole or not at all.
  */
 import type { TtsConfig } from '../../engine/schema.js';
 import type { ProviderError, TtsProvider, TtsSession } from '../providers/types.js';
 import type { OutboundPacer } from './outbound.js';
-import { applyPronunciations, type Pronunciation } from './text.js';
+import { applyPronunciations, SentenceSplitter, type Pronunciation } from './text.js';
 
 interface Sentence {
   index: number;
   text: string;
+  /** Audio not yet given to the pacer. */
   audio: Buffer[];
+  /** Audio given to the pacer and not yet heard: sent again if the far end is cleared. */
+  pushed: Buffer[];
   synthesized: boolean;
   session: TtsSession | null;
   markName: string;
+  /** How many times the sentence was sent again after a clear (gives each send its own mark). */
+  resends: number;
+  /** Its mark went to the pacer: every byte of it did. */
   sent: boolean;
   heard: boolean;
 }
@@ -76,10 +85,10 @@ export interface SpeakerOptions {
 export class Speaker {
   private readonly queue: Utterance[] = [];
   private readonly marks = new Map<string, { utterance: Utterance; sentence: Sentence }>();
-  /** Marks outstanding when the far end was cleared: their echo means dropped. */
-  private readonly cleared = new Set<string>();
   private seq = 0;
   private closed = false;
+  /** Output is held (barge-in pending): nothing goes to the pacer until resume or interrupt. */
+  private paused = false;
 
   constructor(private readonly options: SpeakerOptions) {}
 
@@ -90,10 +99,13 @@ export class Speaker {
     return u;
   }
 
-  /** Convenience: a whole text as one utterance. */
+  /** A whole text as one utterance, sentence by sentence (each its own mark: heard accounting). */
   say(text: string, interruptible: boolean, sayId: string | null = null): Utterance {
     const u = this.begin(interruptible, sayId);
-    if (text.trim() !== '') this.addSentence(u, text.trim());
+    const splitter = new SentenceSplitter();
+    for (const sentence of splitter.push(text)) this.addSentence(u, sentence);
+    const rest = splitter.flush();
+    if (rest) this.addSentence(u, rest);
     this.finish(u);
     return u;
   }
@@ -104,9 +116,11 @@ export class Speaker {
       index: u.sentences.length,
       text,
       audio: [],
+      pushed: [],
       synthesized: false,
       session: null,
       markName: `${u.id}.${u.sentences.length}`,
+      resends: 0,
       sent: false,
       heard: false,
     };
@@ -125,30 +139,35 @@ export class Speaker {
     return head !== undefined && head.interruptible && !head.cancelled;
   }
 
+  /**
+   * Something is still to be heard: an utterance whose marks have not all come back. (Not the
+   * pacer's clock: the far end may play ahead of it, and its mark is what says it was played.)
+   */
   speaking(): boolean {
-    return this.queue.length > 0 || this.options.pacer.isSpeaking();
+    return this.queue.length > 0;
   }
 
-  /** Barge-in: stop output now, keep the rest for a possible resume. */
+  /**
+   * Barge-in: stop output now and clear the far end; the unheard rest waits for `resume` (a false
+   * interruption) or `interrupt`.
+   */
   pause(): void {
-    for (const name of this.marks.keys()) {
-      const m = this.marks.get(name)!;
-      if (m.sentence.sent) this.cleared.add(name);
-    }
-    this.options.pacer.pause();
+    if (this.paused || this.closed) return;
+    this.paused = true;
+    this.clearFarEnd();
   }
 
-  /** False interruption: the reply goes on; what was cleared counts as heard again. */
+  /** False interruption: the reply goes on from the start of the sentence the pause cut. */
   resume(): void {
-    for (const name of this.cleared) {
-      const m = this.marks.get(name);
-      if (m) this.markHeard(name);
-    }
-    this.cleared.clear();
-    this.options.pacer.resume();
+    if (!this.paused) return;
+    this.paused = false;
+    this.pump();
   }
 
-  /** Confirmed interruption: drop every interruptible utterance; returns what was cut. */
+  /**
+   * Confirmed interruption: drop every interruptible utterance; returns what was cut. What was not
+   * cut (a closing line queued behind) is sent again from its first unheard sentence.
+   */
   interrupt(): Utterance[] {
     const cut: Utterance[] = [];
     for (const u of this.queue) {
@@ -156,22 +175,19 @@ export class Speaker {
       this.cancel(u);
       cut.push(u);
     }
-    this.options.pacer.clear();
+    if (!this.paused) this.clearFarEnd();
+    this.paused = false;
     this.queue.splice(0, this.queue.length, ...this.queue.filter((u) => !u.cancelled));
     for (const u of cut) u.resolve();
-    this.cleared.clear();
     this.pump();
     return cut;
   }
 
-  /** The far end echoed a mark: that sentence was played (unless it was cleared). */
+  /**
+   * The far end echoed a mark: that sentence was played. Marks out when the far end was cleared
+   * are no longer known (their sentences wait under new names), so their echoes count for nothing.
+   */
   onMark(name: string): void {
-    if (this.cleared.delete(name)) {
-      const m = this.marks.get(name);
-      this.marks.delete(name);
-      if (m) this.afterMark(m.utterance);
-      return;
-    }
     this.markHeard(name);
   }
 
@@ -191,7 +207,26 @@ export class Speaker {
     if (!m) return;
     this.marks.delete(name);
     m.sentence.heard = true;
+    m.sentence.pushed = [];
     this.afterMark(m.utterance);
+  }
+
+  /**
+   * Drops everything queued in the pacer and at the far end. Marks still out are now echoes of a
+   * clear (not heard); each unheard sentence goes back to waiting, to be sent again whole.
+   */
+  private clearFarEnd() {
+    this.options.pacer.clear();
+    this.marks.clear();
+    for (const u of this.queue) {
+      for (const s of u.sentences) {
+        if (s.heard || (!s.sent && s.pushed.length === 0)) continue;
+        s.audio = [...s.pushed, ...s.audio];
+        s.pushed = [];
+        s.sent = false;
+        s.markName = `${u.id}.${s.index}.${++s.resends}`;
+      }
+    }
   }
 
   private afterMark(u: Utterance) {
@@ -209,7 +244,6 @@ export class Speaker {
       s.session?.cancel();
       s.session = null;
       this.marks.delete(s.markName);
-      this.cleared.delete(s.markName);
     }
   }
 
@@ -252,7 +286,7 @@ export class Speaker {
 
   /** Moves synthesized audio into the pacer, strictly in utterance and sentence order. */
   private pump() {
-    if (this.closed) return;
+    if (this.closed || this.paused) return;
     const pacer = this.options.pacer;
     for (let i = 0; i < this.queue.length; i++) {
       const u = this.queue[i]!;
@@ -265,6 +299,7 @@ export class Speaker {
             this.options.onFirstAudio?.(u);
           }
           for (const chunk of s.audio) pacer.push(chunk);
+          s.pushed.push(...s.audio);
           s.audio = [];
         }
         if (!s.synthesized) return;

@@ -1,7 +1,8 @@
 /**
  * Turn-taking with `speech_config.turn_taking` (the LiveKit Agents settings):
  * - end of the caller's turn between `endpointing_min_delay` and `endpointing_max_delay` after the
- *   last speech: the short delay when the transcript is final and ends a sentence;
+ *   caller's last words: the short delay when the transcript is final and ends a sentence (later
+ *   results, such as the vendor's utterance end, never push the end of the turn further out);
  * - barge-in when the caller speaks for `interruption_min_duration` and says
  *   `interruption_min_words` while interruptible assistant audio plays: the audio is paused (and the
  *   far end cleared) at once; words confirm the interruption; no words within
@@ -41,6 +42,8 @@ export class TurnTaking {
   private finals: string[] = [];
   private interim = '';
   private speechStartedAt: number | null = null;
+  /** When the last transcript with words came: the end-of-turn delays count from there. */
+  private lastWordsAt: number | null = null;
   private endTimer: NodeJS.Timeout | null = null;
   private interruption: { confirmTimer: NodeJS.Timeout | null } | null = null;
   private durationTimer: NodeJS.Timeout | null = null;
@@ -56,8 +59,11 @@ export class TurnTaking {
   speechStarted(): void {
     if (this.closed) return;
     this.cancelEndOfTurn();
-    if (this.speechStartedAt === null) this.speechStartedAt = this.env.now();
-    if (this.env.assistantSpeaking() && !this.interruption && !this.durationTimer) {
+    // the interruption duration counts from the start of this stretch of speech
+    this.speechStartedAt = this.env.now();
+    if (this.durationTimer) clearTimeout(this.durationTimer);
+    this.durationTimer = null;
+    if (this.env.assistantSpeaking() && !this.interruption) {
       const waitMs = this.settings.interruption_min_duration * 1000;
       this.durationTimer = setTimeout(() => {
         this.durationTimer = null;
@@ -70,6 +76,7 @@ export class TurnTaking {
     if (this.closed) return;
     const text = t.text.trim();
     if (this.speechStartedAt === null && text !== '') this.speechStartedAt = this.env.now();
+    if (text !== '') this.lastWordsAt = this.env.now();
     if (t.isFinal) {
       if (text !== '') this.finals.push(text);
       this.interim = '';
@@ -91,18 +98,21 @@ export class TurnTaking {
     this.scheduleEndOfTurn({ text: '', isFinal: true, speechFinal: true });
   }
 
-  /** Ends any pending turn now (e.g. DTMF arrives, the call ends). */
+  /** Drops any pending turn (DTMF arrives): a pending interruption is the caller taking the turn. */
   reset(): void {
     this.cancelEndOfTurn();
+    if (this.interruption) this.confirmInterruption();
     this.clearInterruption();
     this.finals = [];
     this.interim = '';
     this.speechStartedAt = null;
+    this.lastWordsAt = null;
   }
 
   close(): void {
-    this.reset();
     this.closed = true;
+    this.cancelEndOfTurn();
+    this.clearInterruption();
   }
 
   private currentText() {
@@ -142,15 +152,17 @@ export class TurnTaking {
 
   private scheduleEndOfTurn(t: Transcript) {
     this.cancelEndOfTurn();
+    const now = this.env.now();
+    const after = (delaySeconds: number) => Math.max(0, (this.lastWordsAt ?? now) + delaySeconds * 1000 - now);
     if (this.finals.length === 0 && !t.isFinal) {
       // only interim words so far: wait for the final, at most the long delay
-      this.endTimer = setTimeout(() => this.endOfTurn(true), this.settings.endpointing_max_delay * 1000);
+      this.endTimer = setTimeout(() => this.endOfTurn(true), after(this.settings.endpointing_max_delay));
       return;
     }
     const all = this.currentText();
     const short = t.isFinal && t.speechFinal && SENTENCE_END.test(all);
     const delay = short ? this.settings.endpointing_min_delay : this.settings.endpointing_max_delay;
-    this.endTimer = setTimeout(() => this.endOfTurn(false), delay * 1000);
+    this.endTimer = setTimeout(() => this.endOfTurn(false), after(delay));
   }
 
   private cancelEndOfTurn() {
@@ -161,10 +173,14 @@ export class TurnTaking {
   private endOfTurn(includeInterim: boolean) {
     this.endTimer = null;
     const text = (includeInterim ? this.currentText() : this.finals.join(' ')).trim();
+    // nothing said (an empty final): a pending interruption still waits for words or its timeout
+    if (text === '') return;
     this.finals = [];
     this.interim = '';
     this.speechStartedAt = null;
+    this.lastWordsAt = null;
+    if (this.interruption) this.confirmInterruption();
     this.clearInterruption();
-    if (text !== '') this.handlers.onEndOfTurn(text);
+    this.handlers.onEndOfTurn(text);
   }
 }

@@ -34,6 +34,15 @@ export interface HeardLine {
   at: number;
 }
 
+/** One stretch of caller audio (a `say` or a `mumble`): when its first and last sound left. */
+export interface SpokenLine {
+  text: string;
+  /** When the first frame with sound was sent. */
+  startedAt: number;
+  /** When the last frame with sound was sent (the trailing silence of the audio not counted). */
+  endedAt: number;
+}
+
 export type CallOutcome = { kind: 'rejected'; twiml: string } | { kind: 'connected'; callId: string };
 
 export class SimulatedCall {
@@ -45,6 +54,8 @@ export class SimulatedCall {
   /** When each assistant media frame arrived. */
   readonly frameTimes: number[] = [];
   readonly marksEchoed: string[] = [];
+  /** What the caller said (and mumbled), with when its sound started and ended on the wire. */
+  readonly spoken: SpokenLine[] = [];
   readonly inboundAudio: Buffer[] = [];
   readonly outboundAudio: Buffer[] = [];
   callId: string | null = null;
@@ -54,7 +65,7 @@ export class SimulatedCall {
 
   private ws: WebSocket | null = null;
   private stt: SttSession | null = null;
-  private sendQueue: Buffer[] = [];
+  private sendQueue: Array<{ frame: Buffer; onSent?: () => void }> = [];
   private sendTimer: NodeJS.Timeout | null = null;
   /** Received audio not yet "played", and the marks interleaved with it. */
   private playQueue: Array<{ kind: 'audio'; audio: Buffer } | { kind: 'mark'; name: string }> = [];
@@ -175,6 +186,8 @@ export class SimulatedCall {
       // Twilio drops unplayed audio and sends back the marks still pending
       const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
       this.playQueue = [];
+      // the ear hears the audio stop: a break, so that a cut sentence is not read into the next one
+      this.stt?.sendAudio(Buffer.alloc(FRAME, SILENCE));
       for (const p of pending) this.echoMark(p.name);
       this.wake();
     }
@@ -205,10 +218,11 @@ export class SimulatedCall {
   private sendFrame() {
     // the earpiece plays silence whenever no assistant audio is playing
     if (!this.playTimer && this.playQueue.length === 0) this.stt?.sendAudio(Buffer.alloc(FRAME, SILENCE));
-    let frame = this.sendQueue.shift();
-    if (!frame) frame = Buffer.alloc(FRAME, SILENCE);
+    const next = this.sendQueue.shift();
+    const frame = next?.frame ?? Buffer.alloc(FRAME, SILENCE);
     if (this.o.recordAudio) this.inboundAudio.push(frame);
     this.send({ event: 'media', streamSid: this.streamSid, media: { track: 'inbound', payload: frame.toString('base64') } });
+    next?.onSent?.();
     if (this.sendQueue.length === 0) this.wake();
   }
 
@@ -219,22 +233,44 @@ export class SimulatedCall {
   /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
   async say(text: string): Promise<void> {
     const audio = synthesizeSandboxSpeech(text);
+    const frames: Buffer[] = [];
     for (let i = 0; i < audio.length; i += FRAME) {
       const frame = Buffer.alloc(FRAME, SILENCE);
       audio.copy(frame, 0, i, Math.min(i + FRAME, audio.length));
-      this.sendQueue.push(frame);
+      frames.push(frame);
     }
-    await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
+    await this.speak(text, frames);
   }
 
   /** Sends noise-like speech energy with no decodable words (a cough, "uh"). */
   async mumble(ms: number): Promise<void> {
-    const frames = Math.ceil(ms / 20);
-    for (let f = 0; f < frames; f++) {
+    const frames: Buffer[] = [];
+    for (let f = 0; f < Math.ceil(ms / 20); f++) {
       const frame = Buffer.alloc(FRAME);
       for (let i = 0; i < FRAME; i++) frame[i] = (i * 37 + f * 11) % 2 === 0 ? 0x10 : 0x90;
-      this.sendQueue.push(frame);
+      frames.push(frame);
     }
+    await this.speak('', frames);
+  }
+
+  /** Queues frames behind whatever is being said and notes when their sound starts and ends. */
+  private async speak(text: string, frames: Buffer[]): Promise<void> {
+    const line: SpokenLine = { text, startedAt: 0, endedAt: 0 };
+    const sound = (f: Buffer) => f.some((b) => b !== SILENCE);
+    const first = frames.findIndex(sound);
+    let last = -1;
+    for (let i = frames.length - 1; i >= 0; i--) if (sound(frames[i]!)) { last = i; break; }
+    frames.forEach((frame, i) => {
+      const onSent =
+        i === first || i === last
+          ? () => {
+              if (i === first) line.startedAt = Date.now();
+              if (i === last) line.endedAt = Date.now();
+            }
+          : undefined;
+      this.sendQueue.push(onSent ? { frame, onSent } : { frame });
+    });
+    this.spoken.push(line);
     await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
   }
 

@@ -1,0 +1,273 @@
+/**
+ * Turn-taking end to end: a simulated caller against the real server with the sandbox providers
+ * (barge-in, interruption thresholds, false interruptions, endpointing). Timings are checked in
+ * ranges wide enough for a loaded 2-core machine; what each behaviour needs is the order of
+ * events (a `clear` before any further audio, a reply only after the caller stopped).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SimulatedCall } from '../../src/sim/caller.js';
+import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+
+let s: CallingServer;
+beforeAll(async () => {
+  s = await startCallingServer();
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+/** A greeting long enough to talk over: five sentences, each its own TTS session and mark. */
+const LONG_LINE = [
+  'Welcome to the Acme Dental line.',
+  'Our office is open from nine to five on weekdays.',
+  'We are closed on weekends and on public holidays.',
+  'You can book, move or cancel an appointment with me.',
+  'Tell me how I can help you today.',
+];
+
+const frontDesk = {
+  version: 1,
+  entry_node: 'greeting',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: LONG_LINE.join(' '), instructions: 'Find out what the caller needs.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
+    { id: 'bye', type: 'end', first_line: 'Goodbye.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+    { from: 'booking', to: 'bye', description: 'the caller is finished' },
+  ],
+};
+
+const withTurnTaking = (turnTaking: Record<string, number>, extra: Record<string, unknown> = {}) =>
+  sandboxAssistant({ speech_config: { turn_taking: turnTaking }, ...extra });
+
+const callIdOf = (outcome: Awaited<ReturnType<SimulatedCall['dial']>>) => {
+  if (outcome.kind !== 'connected') throw new Error(`the call was rejected: ${outcome.twiml}`);
+  return outcome.callId;
+};
+
+async function callRecord(callId: string) {
+  const got = await s.api('GET', `/calls/${callId}`);
+  expect(got.status).toBe(200);
+  return got.json.call as { status: string; ended_reason: string | null; messages: { role: string; content: string; node_id: string | null }[] };
+}
+
+async function endOfCallReport(callId: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call?.id === callId);
+    if (report) return report;
+    if (Date.now() > deadline) throw new Error(`no end-of-call-report for ${callId}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The sentences of LONG_LINE the caller's ear decoded, in order. */
+const heardOfLine = (call: SimulatedCall) => call.heard.map((h) => h.text).filter((t) => LONG_LINE.includes(t));
+
+describe('barge-in', () => {
+  it('clears the line once the caller has spoken for interruption_min_duration, and keeps only what was heard', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: withTurnTaking({ interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 }),
+      definition: frontDesk,
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.hear(LONG_LINE[0]!);
+    expect(call.clears).toEqual([]);
+    await call.say('I would like to book an appointment.');
+    const speech = call.spoken.at(-1)!;
+    await call.hear('Sure thing');
+    await call.hear('book your appointment');
+    await call.quiet();
+
+    // the clear came once the caller had spoken for about interruption_min_duration
+    expect(call.clears.length).toBeGreaterThan(0);
+    const clearAt = call.clears[0]!;
+    expect(clearAt - speech.startedAt).toBeGreaterThanOrEqual(300 - 40);
+    expect(clearAt - speech.startedAt).toBeLessThan(300 + 1500);
+    // no assistant audio after the clear until the caller had finished: the reply to the caller
+    const framesAfter = call.frameTimes.filter((t) => t > clearAt);
+    expect(framesAfter.length).toBeGreaterThan(0);
+    expect(framesAfter[0]!).toBeGreaterThanOrEqual(speech.endedAt);
+
+    // the caller heard the start of the greeting, not its end, then the reply
+    const heard = heardOfLine(call);
+    expect(heard.length).toBeGreaterThanOrEqual(1);
+    expect(heard.length).toBeLessThan(LONG_LINE.length);
+    expect(heard).toEqual(LONG_LINE.slice(0, heard.length));
+    const texts = call.heard.map((h) => h.text);
+    expect(texts.indexOf('Sure thing.')).toBe(heard.length);
+
+    // the history holds the sentences the caller heard (their marks came back), not the whole line
+    const live = await callRecord(callId);
+    const greeting = live.messages.filter((m) => m.role === 'assistant' && m.node_id === 'greeting');
+    expect(greeting).toHaveLength(2); // the cut greeting, then the edge's message
+    const kept = greeting[0]!.content;
+    const keptSentences = LONG_LINE.filter((l) => kept.includes(l));
+    expect(kept).toBe(keptSentences.join(' '));
+    expect(keptSentences.length).toBeGreaterThanOrEqual(1);
+    // a sentence whose tones had played but whose mark was still pending is counted as not heard
+    expect(heard.length - keptSentences.length).toBeGreaterThanOrEqual(0);
+    expect(heard.length - keptSentences.length).toBeLessThanOrEqual(1);
+    expect(keptSentences).toEqual(LONG_LINE.slice(0, keptSentences.length));
+    expect(live.messages.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant', 'assistant']);
+    expect(live.messages[1]!.content).toBe('I would like to book an appointment.');
+
+    await call.hangUp();
+    const report = await endOfCallReport(callId);
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect(report.messages[0].content).toBe(kept);
+    expect(report.transcript).not.toContain(LONG_LINE[LONG_LINE.length - 1]);
+  }, 60_000);
+
+  it('with interruption_min_words, fewer words do not interrupt; enough words do', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: withTurnTaking({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3 }),
+      definition: frontDesk,
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.hear(LONG_LINE[0]!);
+    await call.say('Hold on.');
+    await call.hear(LONG_LINE[LONG_LINE.length - 1]!);
+    // two words against a minimum of three: the greeting played to its end
+    expect(call.clears).toEqual([]);
+    expect(heardOfLine(call)).toEqual(LONG_LINE);
+    // the caller's words were still a turn: the assistant answers them after its greeting
+    await call.hear('Okay, I understand: Hold on');
+    expect(call.clears).toEqual([]);
+    await call.hangUp();
+    const record = await callRecord(callId);
+    // (the greeting is recorded once played, so after the caller's words that came during it)
+    expect(record.messages.find((m) => m.role === 'assistant')!.content).toBe(LONG_LINE.join(' '));
+    expect(record.messages.find((m) => m.role === 'user')!.content).toBe('Hold on.');
+
+    // the same greeting, interrupted with enough words
+    const second = s.caller(number);
+    await second.dial();
+    await second.hear(LONG_LINE[0]!);
+    await second.say('I would like to book an appointment.');
+    await second.hear('Sure thing');
+    expect(second.clears.length).toBeGreaterThan(0);
+    expect(second.clears[0]! - second.spoken.at(-1)!.startedAt).toBeLessThan(300 + 1500);
+    expect(heardOfLine(second).length).toBeLessThan(LONG_LINE.length);
+    await second.hangUp();
+  }, 60_000);
+});
+
+describe('barge-in with a closing line queued', () => {
+  it('cuts the interruptible edge message but still plays the end line queued behind it, then hangs up', async () => {
+    const farewell = [
+      'Before you go, remember that we now open on Saturdays.',
+      'You can also book online at any time of the day.',
+      'Our reception team is always happy to help you.',
+    ];
+    const { number } = await s.setUpNumber({
+      assistant: withTurnTaking({ interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 }),
+      definition: {
+        version: 1,
+        entry_node: 'greeting',
+        nodes: [
+          { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.' },
+          { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+        ],
+        edges: [{ from: 'greeting', to: 'bye', description: 'the caller says goodbye', message: farewell.join(' ') }],
+      },
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.hear('Acme Dental');
+    await call.quiet();
+    await call.say('Goodbye now.');
+    await call.hear(farewell[0]!);
+    await call.say('Yes, thank you.');
+    await call.ended();
+
+    expect(call.clears.length).toBeGreaterThan(0);
+    const texts = call.heard.map((h) => h.text);
+    expect(texts).not.toContain(farewell[2]);
+    expect(texts.at(-1)).toBe('Thank you for calling, goodbye.');
+    const ended = await endOfCallReport(callId);
+    expect(ended.ended_reason).toBe('assistant-ended-call');
+    const said = ended.messages.filter((m: { role: string }) => m.role === 'assistant').map((m: { content: string }) => m.content);
+    expect(said.at(-1)).toBe('Thank you for calling, goodbye.');
+    expect(said.join(' ')).not.toContain(farewell[2]);
+  }, 60_000);
+});
+
+describe('false interruption', () => {
+  it('a noise without words pauses the reply, which resumes after false_interruption_timeout and finishes', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: withTurnTaking({ interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 1 }),
+      definition: frontDesk,
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.hear(LONG_LINE[0]!);
+    await call.mumble(500);
+    const noise = call.spoken.at(-1)!;
+    await call.hear(LONG_LINE[LONG_LINE.length - 1]!);
+    await call.quiet();
+
+    // the output was paused (a clear) once the noise had lasted interruption_min_duration
+    expect(call.clears.length).toBeGreaterThan(0);
+    const clearAt = call.clears[0]!;
+    expect(clearAt - noise.startedAt).toBeGreaterThanOrEqual(300 - 40);
+    expect(clearAt - noise.startedAt).toBeLessThan(300 + 1500);
+    // ...and resumed after false_interruption_timeout, not before
+    const resumedAt = call.frameTimes.find((t) => t > clearAt)!;
+    expect(resumedAt - clearAt).toBeGreaterThanOrEqual(1000 - 100);
+    expect(resumedAt - clearAt).toBeLessThan(1000 + 2000);
+    // the caller heard the whole greeting, the sentence cut by the pause included
+    expect(heardOfLine(call)).toEqual(LONG_LINE);
+
+    const record = await callRecord(callId);
+    expect(record.messages).toHaveLength(1);
+    expect(record.messages[0]).toMatchObject({ role: 'assistant', content: LONG_LINE.join(' '), node_id: 'greeting' });
+    await call.hangUp();
+  }, 60_000);
+});
+
+describe('endpointing', () => {
+  it('ends the turn no sooner than endpointing_min_delay, and at about endpointing_max_delay without a sentence end', async () => {
+    const minDelayMs = 500;
+    const maxDelayMs = 2500;
+    const { number } = await s.setUpNumber({
+      assistant: withTurnTaking(
+        { endpointing_min_delay: minDelayMs / 1000, endpointing_max_delay: maxDelayMs / 1000 },
+        {
+          first_message: 'Hi.',
+          // the vendor's utterance end comes while the long delay runs: it must not restart it
+          stt_config: { provider: 'sandbox', utterance_end_ms: 2000 },
+        },
+      ),
+    });
+    const call = s.caller(number);
+    await call.dial();
+    await call.hear('Hi.');
+    await call.quiet();
+
+    const replyDelay = async (text: string) => {
+      await call.say(text);
+      const speech = call.spoken.at(-1)!;
+      await call.hear('Okay, I understand');
+      const firstFrame = call.frameTimes.find((t) => t > speech.endedAt)!;
+      await call.quiet();
+      call.heard.length = 0;
+      return firstFrame - speech.endedAt;
+    };
+
+    // a final transcript that ends a sentence: the short delay (plus the STT's own 300 ms endpointing)
+    const short = await replyDelay('What time do you open?');
+    expect(short).toBeGreaterThanOrEqual(minDelayMs);
+    expect(short).toBeLessThan(maxDelayMs);
+
+    // no sentence end: the long delay, and not much more
+    const long = await replyDelay('I have a question about my bill');
+    expect(long).toBeGreaterThanOrEqual(maxDelayMs);
+    expect(long).toBeLessThan(maxDelayMs + 300 + 1400);
+    await call.hangUp();
+  }, 60_000);
+});
