@@ -20,6 +20,7 @@ import { VERSION } from './version.js';
 import type { Runtime } from './runtime.js';
 import { twilioRoutes } from './telephony/twilio/routes.js';
 import { callRoutes } from './api/calls.js';
+import { callWebhookRoutes } from './api/call-webhooks.js';
 
 export interface AppOptions {
   config: Config;
@@ -109,7 +110,14 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(numberRoutes(store));
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
-    if (runtime) await api.register(callRoutes(runtime.callStore));
+    if (runtime) {
+      await api.register(callRoutes(runtime.callStore));
+      await api.register(
+        callWebhookRoutes(runtime.deliveries, {
+          callExists: async (orgId, callId) => (await runtime.callStore.get(callId))?.organization_id === orgId,
+        }),
+      );
+    }
   });
 
   if (runtime) await twilioRoutes(app, { calls: runtime.calls, publicUrl: config.PUBLIC_URL });

@@ -60,6 +60,19 @@ describe('a sandbox call through a workflow', () => {
     const got = await s.api('GET', `/calls/${callId}`);
     expect(got.status).toBe(200);
     expect(got.json.call).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', current_node: 'bye' });
+    // every delivery attempt of the call, for debugging an endpoint
+    let attempts = await s.api('GET', `/calls/${callId}/webhooks`);
+    for (let i = 0; i < 50 && attempts.json.webhooks.length < 4; i++) {
+      await new Promise((r) => setTimeout(r, 100)); // an attempt is recorded once its answer is in
+      attempts = await s.api('GET', `/calls/${callId}/webhooks`);
+    }
+    expect(attempts.status).toBe(200);
+    const events = attempts.json.webhooks.map((a: { event: string }) => a.event);
+    expect(events).toEqual(expect.arrayContaining(['status-update', 'end-of-call-report']));
+    for (const a of attempts.json.webhooks) {
+      expect(a).toMatchObject({ url: s.receiver.url, attempt: 1, outcome: 'delivered', status_code: 200 });
+    }
+    expect((await s.api('GET', '/calls/00000000-0000-4000-8000-000000000000/webhooks')).status).toBe(404);
     // the assistant hung up through the telephony REST API
     expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
   }, 60_000);
