@@ -60,16 +60,28 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...(o.onTurnLatency ? { onTurnLatency: o.onTurnLatency } : {}),
   });
   calls.start();
+  let closing: Promise<void> | null = null;
   return {
     providers,
     webhooks,
     callStore,
     calls,
     deliveries,
-    async close(graceMs = 0) {
-      await calls.shutdown(graceMs);
-      await webhooks.close();
-      await callStore.close();
+    close(graceMs = 0) {
+      closing ??= (async () => {
+        await calls.shutdown(graceMs);
+        // the reports of the calls just ended were queued: the in-process queue drops what is
+        // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)
+        const queue = webhooks.queue as { whenIdle?: () => Promise<void> };
+        if (queue.whenIdle) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([queue.whenIdle(), new Promise((r) => (timer = setTimeout(r, 4_000)))]);
+          clearTimeout(timer);
+        }
+        await webhooks.close();
+        await callStore.close();
+      })();
+      return closing;
     },
   };
 }

@@ -21,6 +21,7 @@ import type {
   Providers,
   ProviderError,
   SttSession,
+  TtsProvider,
 } from '../providers/types.js';
 import type { CallMessage, CallRecord, CallStore } from './store.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
@@ -28,7 +29,7 @@ import { Speaker, type Utterance } from './speaker.js';
 import { SentenceSplitter } from './text.js';
 import { TurnTaking } from './turn-taking.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
-import type { TurnLatency } from './latency.js';
+import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
 
 export interface LiveCallDeps {
   providers: Providers;
@@ -96,7 +97,8 @@ export class LiveCall {
   private ended = false;
   private readonly startedAtMs: number;
   private saveChain: Promise<void> = Promise.resolve();
-  private turnStartedAt: number | null = null;
+  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
+  private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
 
   constructor(
     record: CallRecord,
@@ -108,10 +110,21 @@ export class LiveCall {
     this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
     this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id });
     this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
-    this.pacer = new OutboundPacer(media);
+    this.pacer = new OutboundPacer(
+      deps.onTurnLatency
+        ? {
+            sendFrame: (frame) => {
+              media.sendFrame(frame);
+              if (this.turn?.audioStarted) this.turnDone();
+            },
+            sendMark: (name) => media.sendMark(name),
+            sendClear: () => media.sendClear(),
+          }
+        : media,
+    );
     this.speaker = new Speaker({
       pacer: this.pacer,
-      tts: () => this.ttsInUse(),
+      tts: () => this.timedTts(this.ttsInUse()),
       pronunciations: () => this.assistant.speech_config.pronunciation,
       onError: (err) => this.providerFailed(err),
       onFirstAudio: () => this.firstAudioOut(),
@@ -254,7 +267,16 @@ export class LiveCall {
     // words over the recording consent come before the conversation has begun
     if (this.ended || !this.engineStarted) return;
     this.silencePrompts = 0;
-    this.turnStartedAt = performance.now();
+    this.turn = {
+      endOfTurnAt: performance.now(),
+      nodeId: this.session.state().node_id,
+      modelRequestedAt: null,
+      firstTokenAt: null,
+      modelReadyAt: null,
+      ttsRequestedAt: null,
+      ttsFirstAudioAt: null,
+      audioStarted: false,
+    };
     this.log.debug({ text }, 'caller turn');
     this.recordMessage('user', text, this.session.state().node_id);
     this.disarmSilence();
@@ -303,18 +325,22 @@ export class LiveCall {
     const splitter = new SentenceSplitter();
     let text = '';
     let transition: string | null = null;
-    const modelRequestedAt = performance.now();
-    let firstTokenAt: number | null = null;
+    // the turn's first model request (not a later one, nor one that no caller turn started)
+    const turn = this.turn?.modelRequestedAt === null ? this.turn : null;
+    if (turn) turn.modelRequestedAt = performance.now();
     try {
       for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
         const toolCalls: LlmToolCall[] = [];
         for await (const event of provider.stream({ config, messages, tools, signal: abort.signal })) {
           if (event.type === 'text') {
-            firstTokenAt ??= performance.now();
+            if (turn) turn.firstTokenAt ??= performance.now();
             text += event.text;
-            for (const sentence of splitter.push(event.text)) this.speaker.addSentence(utterance, sentence);
+            for (const sentence of splitter.push(event.text)) {
+              if (turn) turn.modelReadyAt ??= performance.now();
+              this.speaker.addSentence(utterance, sentence);
+            }
           } else if (event.type === 'tool_calls') {
-            firstTokenAt ??= performance.now();
+            if (turn) turn.firstTokenAt ??= performance.now();
             toolCalls.push(...event.calls);
           }
         }
@@ -339,10 +365,10 @@ export class LiveCall {
       if (this.modelRun === run) this.modelRun = null;
     }
     if (abort.signal.aborted) return;
+    if (turn) turn.modelReadyAt ??= performance.now();
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
     this.speaker.finish(utterance);
-    this.noteLatency(modelRequestedAt, firstTokenAt);
     const outcome = await utterance.played;
     if (this.ended) return;
     const heard = outcome.complete ? text.trim() : outcome.heardText;
@@ -586,21 +612,49 @@ export class LiveCall {
     this.timers.add(t);
   }
 
-  private latency: { requestedAt: number; firstTokenAt: number | null } | null = null;
-
-  private noteLatency(requestedAt: number, firstTokenAt: number | null): void {
-    this.latency = { requestedAt, firstTokenAt };
+  /** The TTS of the turn's first sentence: when it was asked, and when its first audio came. */
+  private timedTts<T extends { provider: TtsProvider; config: TtsConfig }>(inUse: T): T {
+    const turn = this.turn;
+    if (!turn || turn.ttsRequestedAt !== null || !this.deps.onTurnLatency) return inUse;
+    turn.ttsRequestedAt = performance.now();
+    const { provider } = inUse;
+    const timed: TtsProvider = {
+      id: provider.id,
+      open: (config, events, signal) =>
+        provider.open(
+          config,
+          {
+            onAudio: (mulaw) => {
+              turn.ttsFirstAudioAt ??= performance.now();
+              events.onAudio(mulaw);
+            },
+            onDone: () => events.onDone(),
+            onError: (err) => events.onError(err),
+          },
+          signal,
+        ),
+    };
+    return { ...inUse, provider: timed };
   }
 
+  /** The first audio of the reply went to the pacer: its first frame to the caller ends the turn. */
   private firstAudioOut(): void {
-    if (this.turnStartedAt === null || !this.deps.onTurnLatency) return;
-    const now = performance.now();
+    if (this.turn) this.turn.audioStarted = true;
+  }
+
+  private turnDone(): void {
+    const turn = this.turn;
+    this.turn = null;
+    if (!turn || !this.deps.onTurnLatency) return;
+    const { nodeId, audioStarted: _a, ...marks } = turn;
+    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
     this.deps.onTurnLatency({
-      endOfSpeechToFirstAudioMs: now - this.turnStartedAt,
-      modelRequestedAt: this.latency?.requestedAt ?? null,
-      firstTokenAt: this.latency?.firstTokenAt ?? null,
+      callId: this.record.id,
+      nodeId,
+      ...complete,
+      ...splitTurnLatency(complete),
+      outbound: { ...this.pacer.stats },
     });
-    this.turnStartedAt = null;
   }
 }
 

@@ -373,6 +373,10 @@ export class CallService {
 
   private async beat(): Promise<void> {
     try {
+      // a live call saves its whole record: its copy must carry the heartbeat too, or each save
+      // would turn the heartbeat back to the call's start and let another process take the call
+      const now = new Date().toISOString();
+      for (const call of this.live.values()) call.record.heartbeat_at = now;
       await this.o.calls.heartbeat(this.workerId, [...this.live.keys()]);
       await this.finalizeStale();
     } catch (err) {
@@ -381,8 +385,8 @@ export class CallService {
   }
 
   /** Calls whose process stopped saying it is alive are ended here with `worker-lost`. */
-  async finalizeStale(): Promise<number> {
-    const staleMs = (this.o.staleSeconds ?? 20) * 1000;
+  async finalizeStale(staleSeconds = this.o.staleSeconds ?? 20): Promise<number> {
+    const staleMs = staleSeconds * 1000;
     let n = 0;
     for (const stale of await this.o.calls.findStale(staleMs)) {
       if (this.live.has(stale.id)) continue;

@@ -1,0 +1,616 @@
+/**
+ * Concurrent calls on one server process: `npm run bench:calls -- --calls N --duration S`.
+ *
+ * This process is the server: the real app and runtime on a listening port (embedded PGlite and
+ * in-process sessions by default; DATABASE_URL / REDIS_URL when set), sandbox providers. The
+ * simulated callers (src/sim/caller.ts) run in a forked child process, so the server's figures
+ * are its own: each caller dials over the Twilio protocol, hears the greeting, then speaks a
+ * line, waits for the whole reply, pauses a little, and speaks again, through a workflow of three
+ * conversation nodes (transitions and plain answers alternate). The child also answers the
+ * webhooks and the Twilio REST API.
+ *
+ * Once every call is up, a measurement window of S seconds: per-turn latency (src/calls/latency.ts:
+ * service share = end of turn → first media frame, minus the time waiting on the model and the TTS)
+ * p50/p95/p99, event-loop delay p99 (perf_hooks), CPU, RSS and heap per live call; over the whole
+ * run, frames sent and late (the pacer's figures). `--sweep 50,100,200` runs several N and reports
+ * the largest N with service p99 < 10 ms and no late frame.
+ *
+ * Options: --calls N (100)  --duration S (30)  --ramp S (calls dialled over S seconds, default N/25,
+ * at least 2)  --sweep [list]  --llm-ms MS, --tts-ms MS (added provider latency, default 0)
+ * --json FILE (results as JSON).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { openDb } from '../../src/store/db.js';
+import { createStore } from '../../src/store/index.js';
+import { createRuntime } from '../../src/runtime.js';
+import { createProviders, providerSettings } from '../../src/providers/index.js';
+import type { Providers } from '../../src/providers/types.js';
+import { TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
+import { SimulatedCall } from '../../src/sim/caller.js';
+
+const TARGET_SERVICE_P99_MS = 10;
+const AUTH_TOKEN = 'bench-auth-token-0123456789';
+const ACCOUNT_SID = `AC${'b'.repeat(32)}`;
+
+// ---------------------------------------------------------------------------------------------
+// options
+
+interface Options {
+  calls: number;
+  durationS: number;
+  rampS: number | null;
+  sweep: number[] | null;
+  llmMs: number;
+  ttsMs: number;
+  json: string | null;
+}
+
+function parseOptions(argv: string[]): Options {
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
+    const value = () => inline ?? argv[++i] ?? '';
+    const num = () => {
+      const n = Number(value());
+      if (!Number.isFinite(n) || n < 0) throw new Error(`${flag}: expected a number`);
+      return n;
+    };
+    switch (flag) {
+      case '--calls': o.calls = Math.max(1, Math.floor(num())); break;
+      case '--duration': o.durationS = num(); break;
+      case '--ramp': o.rampS = num(); break;
+      case '--llm-ms': o.llmMs = num(); break;
+      case '--tts-ms': o.ttsMs = num(); break;
+      case '--json': o.json = value(); break;
+      case '--sweep': {
+        const next = inline ?? argv[i + 1];
+        if (next && /^\d+(,\d+)*$/.test(next)) {
+          if (!inline) i++;
+          o.sweep = next.split(',').map(Number);
+        } else {
+          o.sweep = [50, 100, 150, 200, 250, 300, 400];
+        }
+        break;
+      }
+      case '--role': i++; break;
+      default: throw new Error(`unknown option ${flag} (see the comment at the top of test/bench/calls.bench.ts)`);
+    }
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the workload
+
+/** Three conversation nodes, each reachable from the others by what the caller says. */
+export const loopDefinition = {
+  version: 1,
+  entry_node: 'greeting',
+  global_prompt: 'You are the front desk of Acme Dental. Keep answers short.',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+    { id: 'hours', type: 'conversation', first_line: 'We are open from nine to five.', instructions: 'Answer questions about opening hours.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book an appointment.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'hours', description: 'the caller asks about opening hours', message: 'Sure.' },
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment' },
+    { from: 'hours', to: 'booking', description: 'the caller wants to book an appointment' },
+    { from: 'hours', to: 'greeting', description: 'the caller wants the main menu' },
+    { from: 'booking', to: 'hours', description: 'the caller asks about opening hours' },
+    { from: 'booking', to: 'greeting', description: 'the caller wants the main menu' },
+  ],
+};
+
+/** Transitions and plain answers ("Okay, I understand: …") alternate. */
+const LINES = [
+  'What are your opening hours?',
+  'Can you repeat that please?',
+  'I would like to book an appointment.',
+  'Is that right?',
+  'Take me back to the main menu.',
+];
+
+/** Sandbox providers with added latency: the model's first event and the TTS's first audio wait. */
+function withLatency(providers: Providers, llmMs: number, ttsMs: number): Providers {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const llm = providers.llm.get('sandbox')!;
+  const tts = providers.tts.get('sandbox')!;
+  if (llmMs > 0) {
+    providers.llm.set('sandbox', {
+      id: 'sandbox',
+      stream: (request) =>
+        (async function* () {
+          await sleep(llmMs);
+          yield* llm.stream(request);
+        })(),
+    });
+  }
+  if (ttsMs > 0) {
+    providers.tts.set('sandbox', {
+      id: 'sandbox',
+      open: async (config, events, signal) => {
+        await sleep(ttsMs);
+        return tts.open(config, events, signal);
+      },
+    });
+  }
+  return providers;
+}
+
+// ---------------------------------------------------------------------------------------------
+// messages between the server (this process) and the callers (the child)
+
+type ToCallers =
+  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number }
+  | { type: 'stop' };
+type FromCallers =
+  | { type: 'ready'; url: string }
+  | { type: 'progress'; connected: number; failed: number; turns: number }
+  | { type: 'all-dialled'; connected: number; failed: number }
+  | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number };
+
+const ELD_RESOLUTION_MS = 10;
+/** perf_hooks records the whole timer interval: the lag is what exceeds the resolution. */
+function eventLoopLag(h: ReturnType<typeof monitorEventLoopDelay>): { p99: number; max: number } {
+  const lag = (ns: number) => Math.max(0, ns / 1e6 - ELD_RESOLUTION_MS);
+  return { p99: lag(h.percentile(99)), max: lag(h.max) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the callers (child process)
+
+async function callersMain(): Promise<void> {
+  const send = (m: FromCallers) => process.send!(m);
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests++;
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
+  eld.enable();
+  let stopping = false;
+  let connected = 0;
+  let failed = 0;
+  let turns = 0;
+  let understood = 0;
+  const errors: string[] = [];
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const until = async (test: () => boolean, timeoutMs: number, what: string) => {
+    const deadline = Date.now() + timeoutMs;
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await sleep(20);
+    }
+  };
+
+  const runCaller = async (i: number, run: Extract<ToCallers, { type: 'run' }>) => {
+    const call = new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+    let up = false;
+    try {
+      const outcome = await call.dial();
+      if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
+      // the greeting: audio arrives, then the line goes quiet
+      await until(() => call.frameTimes.length > 0 || call.closed, 30_000, 'the greeting');
+      await call.quiet(400);
+      if (call.closed) throw new Error('the call ended');
+      up = true;
+      connected++;
+      let line = i;
+      while (!stopping) {
+        const frames = call.frameTimes.length;
+        const heard = call.heard.length;
+        await call.say(LINES[line++ % LINES.length]!);
+        await until(() => call.frameTimes.length > frames || call.closed, 30_000, 'a reply');
+        await call.quiet(400);
+        if (call.closed) throw new Error('the call ended');
+        turns++;
+        // the caller's ear (sandbox STT) could read the reply: the audio arrived whole and in time
+        if (call.heard.length > heard) understood++;
+        await sleep(Math.random() * 500);
+      }
+      // a last turn, then hang up as its reply starts
+      const frames = call.frameTimes.length;
+      await call.say(LINES[line % LINES.length]!);
+      await until(() => call.frameTimes.length > frames || call.closed, 30_000, 'the last reply');
+      await call.hangUp();
+    } catch (err) {
+      failed++;
+      if (up) connected--;
+      if (errors.length < 10) errors.push(`call ${i}: ${(err as Error).message}`);
+    } finally {
+      await call.close().catch(() => undefined);
+    }
+  };
+
+  const callers: Promise<void>[] = [];
+  const progress = setInterval(() => send({ type: 'progress', connected, failed, turns }), 1000);
+  process.on('message', (m: ToCallers) => {
+    if (m.type === 'stop') {
+      stopping = true;
+      void Promise.all(callers).then(async () => {
+        clearInterval(progress);
+        await new Promise((r) => server.close(r));
+        send({ type: 'done', connected, failed, turns, understood, errors, eventLoopP99Ms: eventLoopLag(eld).p99, requests });
+        process.disconnect();
+      });
+      return;
+    }
+    const dialled: Promise<void>[] = [];
+    for (let i = 0; i < m.calls; i++) {
+      dialled.push(
+        sleep((m.rampMs * i) / m.calls).then(() => {
+          if (!stopping) callers.push(runCaller(i, m));
+        }),
+      );
+    }
+    void (async () => {
+      await Promise.all(dialled);
+      await until(() => connected + failed >= m.calls || stopping, 120_000, 'every call to connect').catch(() => undefined);
+      send({ type: 'all-dialled', connected, failed });
+    })();
+  });
+  send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+}
+
+// ---------------------------------------------------------------------------------------------
+// the server (this process)
+
+interface StepResult {
+  calls: number;
+  connected: number;
+  failed: number;
+  windowS: number;
+  rampS: number;
+  turns: number;
+  latency: Record<'totalMs' | 'serviceMs' | 'providerWaitMs' | 'modelWaitMs' | 'ttsWaitMs' | 'modelFirstTokenMs', Percentiles>;
+  eventLoopP99Ms: number;
+  eventLoopMaxMs: number;
+  cpuPercent: number;
+  cpuPercentPerCall: number;
+  /** The whole process's RSS with the calls up, divided by the calls: an upper bound per call. */
+  rssMbPerCallAtMost: number;
+  /** JS heap + external + array buffers with the calls up minus before the step, per call. */
+  jsMbPerCall: number;
+  rssMb: { before: number; live: number; after: number };
+  /** Outbound frames over the whole step (ramp included), and within the window. */
+  frames: { sent: number; late: number; maxLateMs: number };
+  windowFrames: { sent: number; late: number; maxLateMs: number };
+  /** Garbage-collection pauses in the window. */
+  gc: { count: number; totalMs: number; maxMs: number };
+  callersEventLoopP99Ms: number;
+  /** Turns the callers completed over the whole step, and how many replies their ear could read. */
+  callerTurns: number;
+  understood: number;
+  /** 1-minute load average of the machine at the end of the window (other work on the cores). */
+  loadAverage: number;
+  errors: string[];
+  pass: boolean;
+}
+
+const ms = (v: number) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+const gc = (() => {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+})();
+
+async function serverMain(o: Options): Promise<void> {
+  const steps = o.sweep ?? [o.calls];
+  const logLevel = process.env.LOG_LEVEL ?? 'silent';
+  const dbName = process.env.DATABASE_URL ? `sb_bench_${Date.now().toString(36)}` : null;
+  let dbUrl: string | undefined;
+  if (process.env.DATABASE_URL && dbName) {
+    const pg = (await import('pg')).default;
+    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    await admin.end();
+    const u = new URL(process.env.DATABASE_URL);
+    u.pathname = `/${dbName}`;
+    dbUrl = u.toString();
+  }
+  const db = await openDb(dbUrl ? { databaseUrl: dbUrl } : { dataDir: null });
+  const store = createStore(db);
+
+  // the callers' process first: it answers webhooks and the Twilio REST API
+  let callers = startCallers();
+  let hooksUrl = (await callers.ready).url;
+  const port = await freePort();
+  const config = loadConfig({
+    LOG_LEVEL: logLevel,
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    RATE_LIMIT_PER_MINUTE: '0',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    TWILIO_API_BASE: hooksUrl,
+    ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
+  });
+  const logger = createLogger(config.LOG_LEVEL);
+  const recorder = new TurnLatencyRecorder();
+  let recording = false;
+  const providers = withLatency(createProviders(providerSettings(config)), o.llmMs, o.ttsMs);
+  const runtime = await createRuntime({
+    config,
+    store,
+    logger,
+    providers,
+    webhookQueueName: `bench-calls-${Date.now()}`,
+    onTurnLatency: (t) => (recording ? recorder.record(t) : recorder.noteOutbound(t)),
+  });
+  const app = await buildApp({ config, store, logger, runtime });
+  await app.listen({ port, host: '127.0.0.1' });
+  const baseUrl = `http://127.0.0.1:${port}`;
+
+  const { key } = await store.keys.createKey('Call benchmark');
+  const api = async (method: 'POST' | 'PATCH', url: string, body: unknown) => {
+    const res = await app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, payload: body as Record<string, unknown> });
+    if (res.statusCode >= 300) throw new Error(`${method} ${url}: ${res.statusCode} ${res.body}`);
+    return res.json();
+  };
+  const setUpAccount = (url: string) =>
+    api('PATCH', '/account', {
+      webhook: { url: `${url}/hooks`, secret: 'whsec_YmVuY2gtc2VjcmV0LWJlbmNoLXNlY3JldC1iZW5jaA==' },
+      telephony: { twilio: { account_sid: ACCOUNT_SID, auth_token: AUTH_TOKEN } },
+    });
+  await setUpAccount(hooksUrl);
+  const assistant = await api('POST', '/assistants', {
+    name: 'Benchmark receptionist',
+    llm_config: { provider: 'sandbox' },
+    stt_config: { provider: 'sandbox' },
+    tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
+  });
+  const workflow = await api('POST', '/workflows', { name: 'Benchmark loop', definition: loopDefinition });
+  const number = '+15550100100';
+  await api('POST', '/numbers', { number, assistant_id: assistant.assistant.id, workflow_id: workflow.workflow.id });
+
+  const machine = `${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+  process.stdout.write(
+    `bench:calls on ${machine}\n` +
+      `  server: this process (pid ${process.pid}); callers: a child process; ` +
+      `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
+      `sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
+  );
+
+  const results: StepResult[] = [];
+  for (let s = 0; s < steps.length; s++) {
+    const n = steps[s]!;
+    if (s > 0) {
+      callers = startCallers();
+      hooksUrl = (await callers.ready).url;
+      await setUpAccount(hooksUrl);
+    }
+    const result = await runStep(n, o, callers, baseUrl, number, recorder, (on) => (recording = on), () => runtime.calls.liveCount());
+    results.push(result);
+    printResult(result);
+    // wait until the server has let go of every call before the next step
+    const deadline = Date.now() + 30_000;
+    while (runtime.calls.liveCount() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    if (o.sweep && !result.pass) break;
+  }
+
+  if (o.sweep) {
+    const passing = results.filter((r) => r.pass).map((r) => r.calls);
+    process.stdout.write(
+      `\nsweep: ${results.map((r) => `${r.calls} calls → service p99 ${ms(r.latency.serviceMs.p99)} ms, ${r.windowFrames.late} late`).join('; ')}\n` +
+        `largest N with service p99 < ${TARGET_SERVICE_P99_MS} ms and no late frame: ${passing.length ? Math.max(...passing) : 'none'}\n`,
+    );
+  }
+  if (o.json) writeFileSync(o.json, `${JSON.stringify({ machine, options: o, results }, null, 2)}\n`);
+
+  await runtime.close(5_000);
+  await app.close();
+  await db.close();
+  if (dbName && process.env.DATABASE_URL) {
+    const pg = (await import('pg')).default;
+    const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await admin.end();
+  }
+  process.exitCode = results.some((r) => r.failed > 0) ? 1 : 0;
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+const jsBytes = (m: NodeJS.MemoryUsage) => m.heapUsed + m.external + m.arrayBuffers;
+
+async function memoryAfterGc(): Promise<NodeJS.MemoryUsage> {
+  gc();
+  await new Promise((r) => setTimeout(r, 200));
+  gc();
+  return process.memoryUsage();
+}
+
+interface CallersProcess {
+  child: ChildProcess;
+  ready: Promise<{ url: string }>;
+  on(handler: (m: FromCallers) => void): void;
+  send(m: ToCallers): void;
+}
+
+function startCallers(): CallersProcess {
+  const child = fork(fileURLToPath(import.meta.url), ['--role', 'callers'], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const handlers: ((m: FromCallers) => void)[] = [];
+  child.on('message', (m: FromCallers) => {
+    for (const h of handlers) h(m);
+  });
+  const ready = new Promise<{ url: string }>((resolve, reject) => {
+    handlers.push((m) => m.type === 'ready' && resolve({ url: m.url }));
+    child.once('exit', (code) => reject(new Error(`the callers' process exited (${code}) before it was ready`)));
+  });
+  return { child, ready, on: (h) => handlers.push(h), send: (m) => child.send(m) };
+}
+
+async function runStep(
+  n: number,
+  o: Options,
+  callers: CallersProcess,
+  baseUrl: string,
+  number: string,
+  recorder: TurnLatencyRecorder,
+  setRecording: (on: boolean) => void,
+  liveCount: () => number,
+): Promise<StepResult> {
+  const tty = process.stderr.isTTY;
+  const rampMs = (o.rampS ?? Math.max(2, n / 25)) * 1000;
+  let last: Extract<FromCallers, { type: 'progress' }> = { type: 'progress', connected: 0, failed: 0, turns: 0 };
+  let phase = 'ramp';
+  let windowStart = 0;
+  const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
+  const allDialled = new Promise<Extract<FromCallers, { type: 'all-dialled' }>>((resolve) => callers.on((m) => m.type === 'all-dialled' && resolve(m)));
+  const done = new Promise<Extract<FromCallers, { type: 'done' }>>((resolve) => callers.on((m) => m.type === 'done' && resolve(m)));
+  callers.on((m) => {
+    if (m.type === 'progress') last = m;
+  });
+
+  const base = await memoryAfterGc();
+  recorder.resetTurns();
+  const started = Date.now();
+  const progress = setInterval(() => {
+    const elapsed = phase === 'window' ? `${((Date.now() - windowStart) / 1000).toFixed(0)}/${o.durationS}s` : `${((Date.now() - started) / 1000).toFixed(0)}s`;
+    const sum = recorder.summary();
+    const out = recorder.outboundTotals();
+    const line =
+      `[${n} calls · ${phase} ${elapsed}] live ${liveCount()} · up ${last.connected} · failed ${last.failed} · turns ${last.turns}` +
+      (phase === 'window'
+        ? ` · service p99 ${ms(sum.serviceMs.p99)} ms · total p50 ${ms(sum.totalMs.p50)} ms · loop lag p99 ${ms(eventLoopLag(eld).p99)} ms`
+        : '') +
+      ` · late frames ${out.framesLate}`;
+    if (tty) process.stderr.write(`\r${line.padEnd(150)}`);
+    else if (Math.round((Date.now() - started) / 1000) % 5 === 0) process.stderr.write(`${line}\n`);
+  }, 1000);
+
+  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs });
+  const dialled = await allDialled;
+  // a moment for the last greetings to finish, then measure (nothing to measure if no call is up)
+  await new Promise((r) => setTimeout(r, 2_000));
+  const windowMs = dialled.connected > 0 ? o.durationS * 1000 : 0;
+  recorder.resetTurns();
+  setRecording(true);
+  eld.enable();
+  eld.reset();
+  const cpu0 = process.cpuUsage();
+  const audioAtStart = recorder.outboundSnapshot();
+  const gcPauses: number[] = [];
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcPauses.push(e.duration);
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
+  windowStart = Date.now();
+  phase = 'window';
+  await new Promise((r) => setTimeout(r, windowMs));
+  const windowS = (Date.now() - windowStart) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  eld.disable();
+  setRecording(false);
+  const summary = recorder.summary();
+  const turns = recorder.turns;
+  const live = liveCount();
+  gcObserver.disconnect();
+  // frames as of each call's latest turn report (before the full GC below, which would hold the pacer up)
+  const frames = recorder.outboundTotals();
+  const windowFrames = recorder.outboundTotals(audioAtStart);
+  // memory with every call still up, after a full collection
+  const mem = await memoryAfterGc();
+  phase = 'hanging up';
+  callers.send({ type: 'stop' });
+  const final = await done;
+  const hungUp = Date.now() + 10_000;
+  while (liveCount() > 0 && Date.now() < hungUp) await new Promise((r) => setTimeout(r, 100));
+  const after = await memoryAfterGc();
+  clearInterval(progress);
+  if (tty) process.stderr.write('\n');
+  const cpuPercent = ((cpu.user + cpu.system) / 1000 / (windowS * 1000)) * 100;
+  const perCall = Math.max(1, live);
+  const result: StepResult = {
+    calls: n,
+    connected: dialled.connected,
+    failed: final.failed,
+    windowS,
+    rampS: rampMs / 1000,
+    turns,
+    latency: summary,
+    eventLoopP99Ms: eventLoopLag(eld).p99,
+    eventLoopMaxMs: eventLoopLag(eld).max,
+    cpuPercent,
+    cpuPercentPerCall: cpuPercent / perCall,
+    rssMbPerCallAtMost: mem.rss / perCall / 2 ** 20,
+    jsMbPerCall: (jsBytes(mem) - jsBytes(base)) / perCall / 2 ** 20,
+    rssMb: { before: base.rss / 2 ** 20, live: mem.rss / 2 ** 20, after: after.rss / 2 ** 20 },
+    frames: { sent: frames.framesSent, late: frames.framesLate, maxLateMs: frames.maxLateMs },
+    windowFrames: { sent: windowFrames.framesSent, late: windowFrames.framesLate, maxLateMs: windowFrames.maxLateMs },
+    gc: { count: gcPauses.length, totalMs: gcPauses.reduce((a, b) => a + b, 0), maxMs: Math.max(0, ...gcPauses) },
+    callersEventLoopP99Ms: final.eventLoopP99Ms,
+    callerTurns: final.turns,
+    understood: final.understood,
+    loadAverage: os.loadavg()[0]!,
+    errors: final.errors,
+    pass: false,
+  };
+  // steady state with N calls up: the ramp's burst of call starts is reported apart (its rate is ours to pick)
+  result.pass = result.failed === 0 && summary.serviceMs.p99 < TARGET_SERVICE_P99_MS && windowFrames.framesLate === 0;
+  recorder.reset(); // audio totals belong to this step only
+  return result;
+}
+
+function printResult(r: StepResult): void {
+  const row = (name: string, p: Percentiles) =>
+    `  ${name.padEnd(34)} ${ms(p.p50).padStart(8)} ${ms(p.p95).padStart(8)} ${ms(p.p99).padStart(8)} ${ms(p.max).padStart(8)}`;
+  const l = r.latency;
+  process.stdout.write(
+    [
+      '',
+      `${r.calls} concurrent calls: ${r.connected} connected, ${r.failed} failed; ${r.turns} turns in a ${r.windowS.toFixed(1)} s window`,
+      `  per-turn latency (ms)                   p50      p95      p99      max`,
+      row('service share', l.serviceMs),
+      row('provider wait (model + TTS)', l.providerWaitMs),
+      row('  model: request → output needed', l.modelWaitMs),
+      row('  model: request → first token', l.modelFirstTokenMs),
+      row('  TTS: request → first audio', l.ttsWaitMs),
+      row('end of turn → first frame (total)', l.totalMs),
+      `  event-loop lag: p99 ${ms(r.eventLoopP99Ms)} ms, max ${ms(r.eventLoopMaxMs)} ms (callers' process p99 ${ms(r.callersEventLoopP99Ms)} ms); machine load average ${r.loadAverage.toFixed(1)}`,
+      `  CPU: ${r.cpuPercent.toFixed(0)}% of one core, ${r.cpuPercentPerCall.toFixed(2)}% per call`,
+      `  memory per live call: JS heap + buffers ${r.jsMbPerCall.toFixed(2)} MB; RSS at most ${r.rssMbPerCallAtMost.toFixed(2)} MB (the whole process: ${r.rssMb.before.toFixed(0)} MB before, ${r.rssMb.live.toFixed(0)} MB with the calls up, ${r.rssMb.after.toFixed(0)} MB after, each after a full GC)`,
+      `  outbound frames in the window: ${r.windowFrames.sent} sent, ${r.windowFrames.late} late (max ${ms(r.windowFrames.maxLateMs)} ms); ` +
+        `during the ramp (${r.calls} calls dialled in ${r.rampS.toFixed(0)} s): ${r.frames.sent - r.windowFrames.sent} sent, ${r.frames.late - r.windowFrames.late} late`,
+      `  replies the callers' ear could read: ${r.understood} of ${r.callerTurns}; GC in the window: ${r.gc.count} pauses, ${ms(r.gc.totalMs)} ms in all, longest ${ms(r.gc.maxMs)} ms`,
+      `  service p99 < ${TARGET_SERVICE_P99_MS} ms with no late frame in the window and no failed call: ${r.pass ? 'yes' : 'NO'}`,
+      ...r.errors.map((e) => `  error: ${e}`),
+      '',
+    ].join('\n'),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const role = process.argv.includes('--role') ? process.argv[process.argv.indexOf('--role') + 1] : 'server';
+if (role === 'callers') {
+  await callersMain();
+} else {
+  await serverMain(parseOptions(process.argv.slice(2)));
+}
