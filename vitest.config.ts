@@ -1,10 +1,24 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two projects: `unit` (engine, API, store, providers, webhooks…) runs files in parallel; `calls`
+ * (whole simulated phone calls in real time, where turn-taking is timed) runs one file at a time
+ * so that CPU-heavy suites next to them cannot skew what they measure. `npm test` runs both.
+ */
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/calls/**'] },
+      },
+      {
+        extends: true,
+        test: { name: 'calls', include: ['test/calls/**/*.test.ts'], fileParallelism: false },
+      },
+    ],
   },
 });

@@ -293,7 +293,10 @@ export class LiveCall {
   // the model
 
   private async runModel(command: RunModelCommand): Promise<void> {
-    this.modelRun?.abort.abort();
+    // a newer turn supersedes a reply still being written: stop it, say no more of it
+    const previous = this.modelRun;
+    previous?.abort.abort();
+    if (previous?.utterance) this.speaker.abandon(previous.utterance);
     const abort = new AbortController();
     const run: { abort: AbortController; utterance: Utterance | null } = { abort, utterance: null };
     this.modelRun = run;
@@ -324,6 +327,15 @@ export class LiveCall {
     run.utterance = utterance;
     const splitter = new SentenceSplitter();
     let text = '';
+    // whatever ends the reply (played out, barge-in, superseded, hang-up), what the caller heard
+    // of it is history: in the call record, and for the engine
+    let streamed = false;
+    const heardRecorded = utterance.played.then((outcome) => {
+      const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
+      if (!heard) return;
+      this.recordMessage('assistant', heard, command.node_id);
+      if (!this.ended) this.dispatch({ type: 'model.replied', text: heard });
+    });
     let transition: string | null = null;
     // the turn's first model request (not a later one, nor one that no caller turn started)
     const turn = this.turn?.modelRequestedAt === null ? this.turn : null;
@@ -357,9 +369,10 @@ export class LiveCall {
         for (const r of results) messages.push({ role: 'tool', tool_call_id: r.tool_call_id, content: r.content });
       }
     } catch (err) {
-      if (abort.signal.aborted) return;
-      this.speaker.finish(utterance);
-      this.providerFailed(err as Error);
+      if (!abort.signal.aborted) {
+        this.speaker.abandon(utterance);
+        this.providerFailed(err as Error);
+      }
       return;
     } finally {
       if (this.modelRun === run) this.modelRun = null;
@@ -368,14 +381,10 @@ export class LiveCall {
     if (turn) turn.modelReadyAt ??= performance.now();
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
+    streamed = true;
     this.speaker.finish(utterance);
-    const outcome = await utterance.played;
+    await heardRecorded;
     if (this.ended) return;
-    const heard = outcome.complete ? text.trim() : outcome.heardText;
-    if (heard) {
-      this.recordMessage('assistant', heard, command.node_id);
-      this.dispatch({ type: 'model.replied', text: heard });
-    }
     if (transition) {
       this.dispatch({ type: 'model.chose_transition', function_name: transition, node_id: command.node_id });
     }

@@ -21,7 +21,8 @@ import {
   mediaMessage,
   parseTwilioMessage,
 } from '../telephony/twilio/media-protocol.js';
-import { LiveCall } from './live-call.js';
+import { LiveCall, type LiveCallDeps, type MediaChannel } from './live-call.js';
+import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallRecord, CallStore } from './store.js';
@@ -68,7 +69,7 @@ const HEARTBEAT_MS = 5_000;
 
 export class CallService {
   readonly workerId = `w-${randomUUID()}`;
-  private readonly live = new Map<string, LiveCall>();
+  private readonly live = new Map<string, ActiveCall>();
   private accepting = true;
   private heartbeat: NodeJS.Timeout | null = null;
   private readonly log: Logger;
@@ -252,7 +253,7 @@ export class CallService {
 
   /** A Twilio media WebSocket: accepted only with the one-time token of its call. */
   attachMedia(ws: WebSocket, remote: string): void {
-    let call: LiveCall | null = null;
+    let call: ActiveCall | null = null;
     let streamSid = '';
     let starting = false;
     const refuse = (why: string) => {
@@ -322,7 +323,7 @@ export class CallService {
     ws.on('error', () => undefined);
   }
 
-  private async beginCall(callId: string, token: string, channel: ConstructorParameters<typeof LiveCall>[1]) {
+  private async beginCall(callId: string, token: string, channel: MediaChannel) {
     if (!callId || !token || !(await this.o.calls.consumeStreamToken(callId, token))) return null;
     const record = await this.o.calls.get(callId);
     if (!record || record.status !== 'ringing') return null;
@@ -337,8 +338,8 @@ export class CallService {
     return call;
   }
 
-  private newLiveCall(record: CallRecord, channel: ConstructorParameters<typeof LiveCall>[1]): LiveCall {
-    const deps: ConstructorParameters<typeof LiveCall>[2] = {
+  private newLiveCall(record: CallRecord, channel: MediaChannel): ActiveCall {
+    const deps: LiveCallDeps = {
       providers: this.o.providers,
       notifier: this.o.notifier,
       store: this.o.calls,
@@ -351,10 +352,9 @@ export class CallService {
       onTurnLatency: this.o.onTurnLatency,
       onEnded: (r) => this.live.delete(r.id),
     };
-    // A realtime assistant speaks through one speech-to-speech model; both kinds of call are
-    // driven only through the ActiveCall methods, so the realtime one stands in for a LiveCall.
-    const call = (record.assistant as unknown as EffectiveAssistant).realtime
-      ? (new RealtimeCall(record, channel, deps) as unknown as LiveCall)
+    // a realtime assistant speaks through one speech-to-speech model instead of the pipeline
+    const call: ActiveCall = (record.assistant as unknown as EffectiveAssistant).realtime
+      ? new RealtimeCall(record, channel, deps)
       : new LiveCall(record, channel, deps);
     this.live.set(record.id, call);
     return call;
@@ -384,7 +384,11 @@ export class CallService {
     }
   }
 
-  /** Calls whose process stopped saying it is alive are ended here with `worker-lost`. */
+  /**
+   * Calls that nobody looks after any more are ended here: `worker-lost` when their process
+   * stopped saying it is alive; `customer-ended-call` when the media stream never connected
+   * (the caller hung up while it rang, or Twilio could not reach the stream).
+   */
   async finalizeStale(staleSeconds = this.o.staleSeconds ?? 20): Promise<number> {
     const staleMs = staleSeconds * 1000;
     let n = 0;
@@ -392,14 +396,20 @@ export class CallService {
       if (this.live.has(stale.id)) continue;
       const claimed = await this.o.calls.claim(stale.id, this.workerId, staleMs);
       if (!claimed) continue;
+      const neverConnected = stale.status === 'ringing';
+      const reason = neverConnected ? 'customer-ended-call' : 'worker-lost';
       claimed.status = 'ended';
-      claimed.ended_reason = 'worker-lost';
+      claimed.ended_reason = reason;
       claimed.ended_at = new Date().toISOString();
-      claimed.errors.push(`the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`);
+      claimed.errors.push(
+        neverConnected
+          ? 'the media stream never connected'
+          : `the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`,
+      );
       await this.o.calls.save(claimed);
-      await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: 'worker-lost' });
+      await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);
-      this.log.warn({ callId: claimed.id }, 'finalized a call whose process was lost');
+      this.log.warn({ callId: claimed.id, endedReason: reason }, 'finalized a call nobody looked after');
       n++;
     }
     return n;

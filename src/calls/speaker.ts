@@ -184,6 +184,25 @@ export class Speaker {
   }
 
   /**
+   * Drops one utterance (its reply was superseded or failed): nothing more of it is said. If part
+   * of it was already on its way to the caller, the far end is cleared and what follows is sent
+   * again from its first unheard sentence.
+   */
+  abandon(u: Utterance): void {
+    const i = this.queue.indexOf(u);
+    if (i < 0 || u.cancelled) {
+      u.resolve();
+      return;
+    }
+    const onAir = u.sentences.some((s) => (s.sent || s.pushed.length > 0) && !s.heard);
+    this.cancel(u);
+    this.queue.splice(i, 1);
+    if (onAir && !this.paused) this.clearFarEnd();
+    u.resolve();
+    this.pump();
+  }
+
+  /**
    * The far end echoed a mark: that sentence was played. Marks out when the far end was cleared
    * are no longer known (their sentences wait under new names), so their echoes count for nothing.
    */

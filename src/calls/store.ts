@@ -69,9 +69,20 @@ export interface CallStore {
 }
 
 const tokenHash = (token: string) => createHash('sha256').update(token).digest('hex');
-const LIVE: CallStatus[] = ['ringing', 'in-progress', 'forwarding'];
-const isStale = (r: CallRecord, staleMs: number, now: number) =>
-  LIVE.includes(r.status) && r.heartbeat_at !== null && now - Date.parse(r.heartbeat_at) > staleMs;
+/** A call whose media stream has not connected this long after the voice webhook never will. */
+export const RINGING_LIMIT_MS = 150_000;
+
+/**
+ * Live and no longer looked after: a started call whose process has not said it is alive for
+ * `staleMs` (`heartbeat` may be newer than the record's own), or a call still ringing long after
+ * its stream token expired.
+ */
+function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string | null = null): boolean {
+  if (r.status === 'ringing') return now - Date.parse(r.created_at) > RINGING_LIMIT_MS;
+  if (r.status !== 'in-progress' && r.status !== 'forwarding') return false;
+  const last = Math.max(r.heartbeat_at ? Date.parse(r.heartbeat_at) : 0, heartbeat ? Date.parse(heartbeat) : 0);
+  return last > 0 && now - last > staleMs;
+}
 
 export class MemoryCallStore implements CallStore {
   private readonly calls = new Map<string, CallRecord>();
@@ -204,15 +215,21 @@ export class RedisCallStore implements CallStore {
     return stored !== null && stored === tokenHash(token);
   }
 
+  /**
+   * Heartbeats live in their own keys (`call-hb:<id>`), never in the record: rewriting the record
+   * here could undo a save made meanwhile by the call itself (its end, say).
+   */
   async heartbeat(workerId: string, callIds: string[]) {
+    if (callIds.length === 0) return;
     const now = new Date().toISOString();
-    for (const id of callIds) {
-      const r = await this.get(id);
-      if (r && r.worker_id === workerId && r.status !== 'ended') {
-        r.heartbeat_at = now;
-        await this.redis.set(this.key('call', id), JSON.stringify(r), 'XX');
-      }
-    }
+    const m = this.redis.multi();
+    for (const id of callIds) m.set(this.key('call-hb', id), `${now} ${workerId}`, 'EX', this.retentionSeconds);
+    await m.exec();
+  }
+
+  private async heartbeatOf(id: string): Promise<string | null> {
+    const value = await this.redis.get(this.key('call-hb', id));
+    return value ? value.split(' ')[0]! : null;
   }
 
   async findStale(staleMs: number) {
@@ -221,8 +238,8 @@ export class RedisCallStore implements CallStore {
     const out: CallRecord[] = [];
     for (const id of ids) {
       const r = await this.get(id);
-      if (!r) await this.redis.srem(this.key('calls', 'live'), id);
-      else if (isStale(r, staleMs, now)) out.push(r);
+      if (!r || r.status === 'ended') await this.redis.srem(this.key('calls', 'live'), id);
+      else if (isStale(r, staleMs, now, await this.heartbeatOf(id))) out.push(r);
     }
     return out;
   }
@@ -232,7 +249,7 @@ export class RedisCallStore implements CallStore {
     const lock = await this.redis.set(this.key('call-claim', callId), workerId, 'PX', 60_000, 'NX');
     if (lock !== 'OK') return null;
     const r = await this.get(callId);
-    if (!r || !isStale(r, staleMs, Date.now())) return null;
+    if (!r || !isStale(r, staleMs, Date.now(), await this.heartbeatOf(callId))) return null;
     r.worker_id = workerId;
     r.heartbeat_at = new Date().toISOString();
     await this.redis.set(this.key('call', callId), JSON.stringify(r));

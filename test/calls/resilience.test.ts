@@ -297,6 +297,28 @@ describe('finalizing calls whose process died', () => {
   };
 
   for (const kind of stores) {
+    it(`${kind.name}: a call whose stream never connected is ended as customer-ended-call; a heartbeat never undoes an end`, async () => {
+      const { calls, cleanUp } = kind.make();
+      try {
+        const longAgo = new Date(Date.now() - 10 * 60_000).toISOString();
+        const unanswered = record({ status: 'ringing', worker_id: null, heartbeat_at: null, started_at: null, created_at: longAgo });
+        const ending = record({ worker_id: 'w-me', heartbeat_at: new Date().toISOString() });
+        for (const r of [unanswered, ending]) await calls.create(r);
+        // the call ends and saves while its process beats: the end must stay
+        await calls.save({ ...ending, status: 'ended', ended_reason: 'assistant-ended-call', ended_at: new Date().toISOString() });
+        await calls.heartbeat('w-me', [ending.id]);
+        expect((await calls.get(ending.id))!.status).toBe('ended');
+
+        const seen = recordingNotifier();
+        expect(await finalizerService(calls, seen.notifier).finalizeStale(20)).toBe(1);
+        expect(seen.statuses).toEqual([{ callId: unanswered.id, status: 'ended', ended_reason: 'customer-ended-call' }]);
+        expect(seen.reports[0]!.errors).toEqual(['the media stream never connected']);
+      } finally {
+        await cleanUp();
+        await calls.close();
+      }
+    });
+
     it(`${kind.name}: ends only calls without a heartbeat, once, with worker-lost and their report`, async () => {
       const { calls, cleanUp } = kind.make();
       try {
