@@ -23,11 +23,12 @@ import type {
   SttSession,
   TtsProvider,
 } from '../providers/types.js';
-import type { CallMessage, CallRecord, CallStore } from './store.js';
+import type { CallRecord, CallStore } from './store.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
 import { Speaker, type Utterance } from './speaker.js';
 import { SentenceSplitter } from './text.js';
 import { TurnTaking } from './turn-taking.js';
+import { CallLedger } from './ledger.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
 import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
 
@@ -87,7 +88,6 @@ export class LiveCall {
   private sttConfigKey = '';
   private overrides: ProviderOverrides = {};
   private modelRun: { abort: AbortController; utterance: Utterance | null } | null = null;
-  private timers = new Set<NodeJS.Timeout>();
   private silenceTimer: NodeJS.Timeout | null = null;
   private silenceHardTimer: NodeJS.Timeout | null = null;
   /** Silence prompts since the caller last gave input: after the first, `interval_seconds` apply. */
@@ -95,8 +95,7 @@ export class LiveCall {
   /** The engine has started (after the recording consent): events before that are not for it. */
   private engineStarted = false;
   private ended = false;
-  private readonly startedAtMs: number;
-  private saveChain: Promise<void> = Promise.resolve();
+  private readonly ledger: CallLedger;
   /** Latency marks of the caller's turn whose first reply frame has not left yet. */
   private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
 
@@ -109,7 +108,13 @@ export class LiveCall {
     this.assistant = record.assistant as unknown as EffectiveAssistant;
     this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
     this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id });
-    this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
+    this.ledger = new CallLedger(record, {
+      store: deps.store,
+      notifier: deps.notifier,
+      log: this.log,
+      gdprMode: this.assistant.gdpr_mode,
+      ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
+    });
     this.pacer = new OutboundPacer(
       deps.onTurnLatency
         ? {
@@ -158,7 +163,7 @@ export class LiveCall {
     this.session = resumeFrom
       ? restoreCallSession(this.definition, resumeFrom as never, options)
       : createCallSession(this.definition, options);
-    this.timer(this.assistant.max_duration_seconds * 1000, () =>
+    this.ledger.timer(this.assistant.max_duration_seconds * 1000, () =>
       this.engineStarted ? this.dispatch({ type: 'timer.max_duration' }) : void this.end('exceeded-max-duration', { hangUp: true }),
     );
     try {
@@ -169,7 +174,7 @@ export class LiveCall {
     }
     if (this.assistant.recording_consent.enabled) {
       const consent = this.speaker.say(this.assistant.recording_consent.message, false);
-      this.recordMessage('assistant', this.assistant.recording_consent.message, null);
+      this.ledger.recordMessage('assistant', this.assistant.recording_consent.message, null);
       await consent.played;
       if (this.ended) return;
     }
@@ -188,7 +193,7 @@ export class LiveCall {
     if (this.ended || !this.engineStarted) return;
     this.silencePrompts = 0;
     this.turns.reset();
-    this.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
+    this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.dispatch({ type: 'dtmf', digits: digit });
   }
 
@@ -228,7 +233,7 @@ export class LiveCall {
         case 'say': {
           const u = this.speaker.say(command.text, command.interruptible, command.say_id);
           void u.played.then((outcome) => {
-            if (outcome.heardText) this.recordMessage('assistant', outcome.heardText, command.node_id);
+            if (outcome.heardText) this.ledger.recordMessage('assistant', outcome.heardText, command.node_id);
             this.dispatch({ type: 'assistant.done_speaking', say_id: command.say_id });
             this.armSilence();
           });
@@ -257,7 +262,7 @@ export class LiveCall {
           break;
       }
     }
-    this.persistSoon();
+    this.ledger.persistSoon(() => (this.engineStarted ? this.session : null));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -278,7 +283,7 @@ export class LiveCall {
       audioStarted: false,
     };
     this.log.debug({ text }, 'caller turn');
-    this.recordMessage('user', text, this.session.state().node_id);
+    this.ledger.recordMessage('user', text, this.session.state().node_id);
     this.disarmSilence();
     this.dispatch({ type: 'caller.said', text });
   }
@@ -333,7 +338,7 @@ export class LiveCall {
     const heardRecorded = utterance.played.then((outcome) => {
       const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
       if (!heard) return;
-      this.recordMessage('assistant', heard, command.node_id);
+      this.ledger.recordMessage('assistant', heard, command.node_id);
       if (!this.ended) this.dispatch({ type: 'model.replied', text: heard });
     });
     let transition: string | null = null;
@@ -542,8 +547,7 @@ export class LiveCall {
     this.ended = true;
     this.modelRun?.abort.abort();
     this.disarmSilence();
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    this.ledger.clearTimers();
     this.turns.close();
     this.speaker.close();
     const stt = this.stt;
@@ -561,65 +565,11 @@ export class LiveCall {
       });
     }
     this.media.close();
-    const r = this.record;
-    r.status = 'ended';
-    r.ended_reason = reason;
-    r.ended_at = new Date().toISOString();
-    r.current_node = this.session?.state().node_id ?? r.current_node;
-    r.nodes_visited = [...(this.session?.nodesVisited() ?? r.nodes_visited)];
-    r.engine = this.session && this.engineStarted ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
-    this.log.info({ endedReason: reason }, 'call ended');
-    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
-    await this.deps.notifier.endOfCallReport(r);
-    if (this.assistant.gdpr_mode) {
-      r.messages = [];
-      r.engine = null;
-    }
-    await this.saveChain;
-    await this.deps.store.save(r).catch((err: Error) => this.log.error({ err }, 'could not save the ended call'));
-    this.deps.onEnded?.(r);
+    await this.ledger.close(reason, this.engineStarted ? this.session : null);
   }
 
   // ------------------------------------------------------------------------------------------
   // bookkeeping
-
-  private recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
-    const now = Date.now();
-    this.record.messages.push({
-      role,
-      content,
-      time: new Date(now).toISOString(),
-      seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
-      node_id: nodeId,
-    });
-  }
-
-  /** Saves the session soon (coalesced): GET /calls and another process can read it. */
-  private persistPending = false;
-  private persistSoon(): void {
-    if (this.persistPending || this.ended || !this.engineStarted) return;
-    this.persistPending = true;
-    setImmediate(() => {
-      this.persistPending = false;
-      if (this.ended) return;
-      const state = this.session.state();
-      this.record.current_node = state.node_id;
-      this.record.nodes_visited = [...this.session.nodesVisited()];
-      this.record.engine = this.session.snapshot() as unknown as Record<string, unknown>;
-      const copy = structuredClone(this.record);
-      this.saveChain = this.saveChain
-        .then(() => this.deps.store.save(copy))
-        .catch((err: Error) => this.log.warn({ err }, 'could not save the call session'));
-    });
-  }
-
-  private timer(ms: number, fn: () => void): void {
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      fn();
-    }, ms);
-    this.timers.add(t);
-  }
 
   /** The TTS of the turn's first sentence: when it was asked, and when its first audio came. */
   private timedTts<T extends { provider: TtsProvider; config: TtsConfig }>(inUse: T): T {

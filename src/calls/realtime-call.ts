@@ -27,8 +27,9 @@ import type {
 import type { ActiveCall } from './active-call.js';
 import { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from './live-call.js';
 import type { ToolCallOutcome } from './notifier.js';
+import { CallLedger } from './ledger.js';
 import { FRAME_BYTES, OutboundPacer } from './outbound.js';
-import type { CallMessage, CallRecord } from './store.js';
+import type { CallRecord } from './store.js';
 import { applyPronunciations } from './text.js';
 import { splitTurnLatency, type TurnMarks } from './latency.js';
 
@@ -107,13 +108,11 @@ export class RealtimeCall implements ActiveCall {
   private readonly marks = new Map<string, { spoken: Spoken; item: OutputItem; ms: number }>();
   private markSeq = 0;
   private toolsInFlight = 0;
-  private timers = new Set<NodeJS.Timeout>();
   private silenceTimer: NodeJS.Timeout | null = null;
   private silenceHardTimer: NodeJS.Timeout | null = null;
   private stallTimer: NodeJS.Timeout | null = null;
   private ended = false;
-  private readonly startedAtMs: number;
-  private saveChain: Promise<void> = Promise.resolve();
+  private readonly ledger: CallLedger;
   /** Latency marks of the caller's turn whose first reply frame has not left yet. */
   private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
 
@@ -126,7 +125,13 @@ export class RealtimeCall implements ActiveCall {
     this.assistant = record.assistant as unknown as EffectiveAssistant;
     this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
     this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, realtime: true });
-    this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
+    this.ledger = new CallLedger(record, {
+      store: deps.store,
+      notifier: deps.notifier,
+      log: this.log,
+      gdprMode: this.assistant.gdpr_mode,
+      ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
+    });
     this.pacer = new OutboundPacer(
       deps.onTurnLatency
         ? {
@@ -157,7 +162,7 @@ export class RealtimeCall implements ActiveCall {
     this.session = resumeFrom
       ? restoreCallSession(this.definition, resumeFrom as never, options)
       : createCallSession(this.definition, options);
-    this.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
+    this.ledger.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
 
     const nodeId = resumeFrom ? this.session.state().node_id : this.definition.entry_node;
     const entry = this.definition.nodes.find((n) => n.id === nodeId);
@@ -218,7 +223,7 @@ export class RealtimeCall implements ActiveCall {
 
   dtmf(digit: string): void {
     if (this.ended || !this.session) return;
-    this.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
+    this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.disarmSilence();
     this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });
   }
@@ -284,7 +289,7 @@ export class RealtimeCall implements ActiveCall {
       }
     }
     this.syncModel();
-    this.persistSoon();
+    this.ledger.persistSoon(() => (this.session ?? null));
   }
 
   /**
@@ -500,7 +505,7 @@ export class RealtimeCall implements ActiveCall {
     const heardMs = s.items.reduce((ms, i) => ms + i.heardMs, 0);
     // A response with no audio said nothing, whatever its text.
     const heard = pushed === 0 ? '' : complete ? basis.trim() : heardShare(basis, heardMs, pushed);
-    if (heard) this.recordMessage('assistant', heard, s.nodeId);
+    if (heard) this.ledger.recordMessage('assistant', heard, s.nodeId);
     s.resolve();
     if (s.kind === 'say') {
       if (s.sayId !== null) this.dispatch({ type: 'assistant.done_speaking', say_id: s.sayId });
@@ -606,7 +611,7 @@ export class RealtimeCall implements ActiveCall {
     if (said === '') return;
     this.disarmSilence();
     if (!final) return;
-    this.recordMessage('user', said, this.session.state().node_id);
+    this.ledger.recordMessage('user', said, this.session.state().node_id);
     // The engine's history and state follow the caller; the reply was created by server VAD.
     this.dispatch({ type: 'caller.said', text: said });
   }
@@ -735,8 +740,7 @@ export class RealtimeCall implements ActiveCall {
     this.abort.abort();
     this.disarmSilence();
     this.clearStall();
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    this.ledger.clearTimers();
     this.pacer.close();
     this.marks.clear();
     for (const s of this.spoken) s.resolve(); // a start() waiting for the consent line returns
@@ -753,64 +757,11 @@ export class RealtimeCall implements ActiveCall {
       });
     }
     this.media.close();
-    const r = this.record;
-    r.status = 'ended';
-    r.ended_reason = reason;
-    r.ended_at = new Date().toISOString();
-    r.current_node = this.session?.state().node_id ?? r.current_node;
-    r.nodes_visited = [...(this.session?.nodesVisited() ?? r.nodes_visited)];
-    r.engine = this.session ? (this.session.snapshot() as unknown as Record<string, unknown>) : r.engine;
-    this.log.info({ endedReason: reason }, 'call ended');
-    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
-    await this.deps.notifier.endOfCallReport(r);
-    if (this.assistant.gdpr_mode) {
-      r.messages = [];
-      r.engine = null;
-    }
-    await this.saveChain;
-    await this.deps.store.save(r).catch((err: Error) => this.log.error({ err }, 'could not save the ended call'));
-    this.deps.onEnded?.(r);
+    await this.ledger.close(reason, this.session ?? null);
   }
 
   // ------------------------------------------------------------------------------------------
   // bookkeeping
-
-  private recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
-    const now = Date.now();
-    this.record.messages.push({
-      role,
-      content,
-      time: new Date(now).toISOString(),
-      seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
-      node_id: nodeId,
-    });
-  }
-
-  private persistPending = false;
-  private persistSoon(): void {
-    if (this.persistPending || this.ended) return;
-    this.persistPending = true;
-    setImmediate(() => {
-      this.persistPending = false;
-      if (this.ended) return;
-      const state = this.session.state();
-      this.record.current_node = state.node_id;
-      this.record.nodes_visited = [...this.session.nodesVisited()];
-      this.record.engine = this.session.snapshot() as unknown as Record<string, unknown>;
-      const copy = structuredClone(this.record);
-      this.saveChain = this.saveChain
-        .then(() => this.deps.store.save(copy))
-        .catch((err: Error) => this.log.warn({ err }, 'could not save the call session'));
-    });
-  }
-
-  private timer(ms: number, fn: () => void): void {
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      fn();
-    }, ms);
-    this.timers.add(t);
-  }
 
   /** The first frame of the reply to the caller's turn left: model wait vs our own share. */
   private turnDone(): void {

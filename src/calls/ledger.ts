@@ -1,0 +1,103 @@
+/**
+ * The bookkeeping every kind of live call shares: its messages, saving the session as it goes,
+ * its timers, and closing the record at the end (status, reason, webhooks, `gdpr_mode`, save).
+ */
+import type { Logger } from 'pino';
+import type { CallSession } from '../../engine/session.js';
+import type { CallNotifier } from './notifier.js';
+import type { CallMessage, CallRecord, CallStore } from './store.js';
+
+export interface CallLedgerDeps {
+  store: CallStore;
+  notifier: CallNotifier;
+  log: Logger;
+  gdprMode: boolean;
+  onEnded?(call: CallRecord): void;
+}
+
+export class CallLedger {
+  private readonly startedAtMs: number;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private saveChain: Promise<void> = Promise.resolve();
+  private persistPending = false;
+  private closed = false;
+
+  constructor(
+    readonly record: CallRecord,
+    private readonly deps: CallLedgerDeps,
+  ) {
+    this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
+  }
+
+  recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
+    const now = Date.now();
+    this.record.messages.push({
+      role,
+      content,
+      time: new Date(now).toISOString(),
+      seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
+      node_id: nodeId,
+    });
+  }
+
+  /** Saves the session soon (coalesced): GET /calls and another process can read it. */
+  persistSoon(session: () => CallSession | null): void {
+    if (this.persistPending || this.closed) return;
+    this.persistPending = true;
+    setImmediate(() => {
+      this.persistPending = false;
+      const s = session();
+      if (this.closed || !s) return;
+      this.record.current_node = s.state().node_id;
+      this.record.nodes_visited = [...s.nodesVisited()];
+      this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
+      const copy = structuredClone(this.record);
+      this.saveChain = this.saveChain
+        .then(() => this.deps.store.save(copy))
+        .catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
+    });
+  }
+
+  /** A timer owned by the call: all of them are cleared when it ends. */
+  timer(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  clearTimers(): void {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  /**
+   * The call is over (its media and providers already closed): the record gets its end, the
+   * `status-update` `ended` and the end-of-call-report are sent, and the session is saved.
+   * `session` is the engine's, when it had started.
+   */
+  async close(reason: string, session: CallSession | null): Promise<void> {
+    this.closed = true;
+    this.clearTimers();
+    const r = this.record;
+    r.status = 'ended';
+    r.ended_reason = reason;
+    r.ended_at = new Date().toISOString();
+    if (session) {
+      r.current_node = session.state().node_id;
+      r.nodes_visited = [...session.nodesVisited()];
+      r.engine = session.snapshot() as unknown as Record<string, unknown>;
+    }
+    this.deps.log.info({ endedReason: reason }, 'call ended');
+    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
+    await this.deps.notifier.endOfCallReport(r);
+    if (this.deps.gdprMode) {
+      r.messages = [];
+      r.engine = null;
+    }
+    await this.saveChain;
+    await this.deps.store.save(r).catch((err: Error) => this.deps.log.error({ err }, 'could not save the ended call'));
+    this.deps.onEnded?.(r);
+  }
+}
