@@ -113,8 +113,10 @@ export class MemoryCallStore implements CallStore {
   }
   async consumeStreamToken(callId: string, token: string) {
     const t = this.tokens.get(callId);
+    // a wrong guess does not burn the real token
+    if (!t || t.expires <= Date.now() || t.hash !== tokenHash(token)) return false;
     this.tokens.delete(callId);
-    return !!t && t.expires > Date.now() && t.hash === tokenHash(token);
+    return true;
   }
   async heartbeat(workerId: string, callIds: string[]) {
     const now = new Date().toISOString();
@@ -211,8 +213,14 @@ export class RedisCallStore implements CallStore {
   }
 
   async consumeStreamToken(callId: string, token: string) {
-    const stored = await this.redis.getdel(this.key('call-token', callId));
-    return stored !== null && stored === tokenHash(token);
+    // deleted only by the right token, atomically: a wrong guess does not burn the real one
+    const taken = await this.redis.eval(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+      1,
+      this.key('call-token', callId),
+      tokenHash(token),
+    );
+    return taken === 1;
   }
 
   /**

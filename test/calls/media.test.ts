@@ -51,10 +51,12 @@ describe('media stream admission', () => {
     expect(url).not.toContain('?');
     expect(call.twiml).toMatch(/<Parameter name="token" value="[A-Za-z0-9_-]{32}"\/>/);
     await call.hear('Hello');
-
-    // the same call id and token a second time: the token was used up
     const callId = /name="call_id" value="([^"]+)"/.exec(call.twiml)![1]!;
     const token = /name="token" value="([^"]+)"/.exec(call.twiml)![1]!;
+
+    // a wrong token for this very call is refused, and does not use the real one up
+    expect(await stream([start({ call_id: callId, token: 'x'.repeat(32) })])).toBe(1008);
+    // the same call id and token a second time: the token was used up
     expect(await stream([start({ call_id: callId, token })])).toBe(1008);
     await call.hangUp();
   });
