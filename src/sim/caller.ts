@@ -56,6 +56,7 @@ export class SimulatedCall {
   readonly marksEchoed: string[] = [];
   /** What the caller said (and mumbled), with when its sound started and ended on the wire. */
   readonly spoken: SpokenLine[] = [];
+  /** With `recordAudio`: what the caller said and what it heard, frame by frame. */
   readonly inboundAudio: Buffer[] = [];
   readonly outboundAudio: Buffer[] = [];
   callId: string | null = null;
@@ -175,7 +176,6 @@ export class SimulatedCall {
       const audio = Buffer.from(m.media.payload, 'base64');
       this.frameTimes.push(Date.now());
       this.lastAssistantAudioAt = Date.now();
-      if (this.o.recordAudio) this.outboundAudio.push(audio);
       this.playQueue.push({ kind: 'audio', audio });
       this.schedulePlay();
     } else if (m.event === 'mark' && m.mark?.name) {
@@ -203,11 +203,16 @@ export class SimulatedCall {
       if (!next) return;
       this.playQueue.shift();
       const audio = (next as { audio: Buffer }).audio;
-      // what the caller hears, as it plays
-      this.stt?.sendAudio(audio);
+      this.earHears(audio);
       this.playTimer = setTimeout(step, audio.length / 8);
     };
     step();
+  }
+
+  /** What the caller hears, as it plays (recorded on the same 20 ms timeline as what it says). */
+  private earHears(audio: Buffer) {
+    this.stt?.sendAudio(audio);
+    if (this.o.recordAudio) this.outboundAudio.push(audio);
   }
 
   private echoMark(name: string) {
@@ -217,7 +222,7 @@ export class SimulatedCall {
 
   private sendFrame() {
     // the earpiece plays silence whenever no assistant audio is playing
-    if (!this.playTimer && this.playQueue.length === 0) this.stt?.sendAudio(Buffer.alloc(FRAME, SILENCE));
+    if (!this.playTimer && this.playQueue.length === 0) this.earHears(Buffer.alloc(FRAME, SILENCE));
     const next = this.sendQueue.shift();
     const frame = next?.frame ?? Buffer.alloc(FRAME, SILENCE);
     if (this.o.recordAudio) this.inboundAudio.push(frame);
