@@ -120,7 +120,14 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     }
   });
 
-  if (runtime) await twilioRoutes(app, { calls: runtime.calls, publicUrl: config.PUBLIC_URL });
+  if (runtime) {
+    await twilioRoutes(app, { calls: runtime.calls, publicUrl: config.PUBLIC_URL });
+    app.get(
+      '/metrics',
+      { schema: { tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },
+      async (_request, reply) => reply.header('content-type', runtime.metrics.contentType).send(await runtime.metrics.render()),
+    );
+  }
 
   return app;
 }

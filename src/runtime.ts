@@ -14,6 +14,9 @@ import { CallService } from './calls/service.js';
 import { WebhookCallNotifier } from './calls/webhook-notifier.js';
 import { createTwilioRest, type TwilioRest } from './telephony/twilio/rest.js';
 import type { TurnLatency } from './calls/latency.js';
+import type { CallNotifier } from './calls/notifier.js';
+import type { AssistantResolver } from './calls/service.js';
+import { Metrics } from './metrics.js';
 
 export interface Runtime {
   providers: Providers;
@@ -21,6 +24,7 @@ export interface Runtime {
   callStore: CallStore;
   calls: CallService;
   deliveries: DeliveryRepository;
+  metrics: Metrics;
   /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
   close(graceMs?: number): Promise<void>;
 }
@@ -39,37 +43,54 @@ export interface RuntimeOptions {
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   const providers = o.providers ?? createProviders(providerSettings(o.config));
   const deliveries = new DeliveryRepository(o.store.db);
+  let calls: CallService | null = null;
+  const metrics = new Metrics(() => calls?.liveCount() ?? 0);
   const webhooks = new WebhookService({
     config: o.config,
     logger: o.logger.child({ component: 'webhooks' }),
-    recorder: deliveries,
+    recorder: metrics.countingRecorder(deliveries),
     ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
   });
   await webhooks.start();
   const callStore = o.callStore ?? createCallStore(o.config.REDIS_URL);
-  const notifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
-  const calls = new CallService({
+  const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
+  // every call ends with exactly one status-update `ended`: that is where calls are counted
+  const notifier: CallNotifier = {
+    statusUpdate: (call, status, extra) => {
+      if (status === 'ended') metrics.callEnded(extra?.ended_reason ?? call.ended_reason ?? 'unknown');
+      return webhookNotifier.statusUpdate(call, status, extra);
+    },
+    endOfCallReport: (call) => webhookNotifier.endOfCallReport(call),
+    toolCalls: (call, requests, options) => webhookNotifier.toolCalls(call, requests, options),
+  };
+  const resolver: AssistantResolver = webhookNotifier;
+  calls = new CallService({
     store: o.store,
     calls: callStore,
     providers,
     notifier,
-    resolver: notifier,
+    resolver,
     twilio: o.twilio ?? createTwilioRest(o.config.TWILIO_API_BASE),
     logger: o.logger,
     publicUrl: o.config.PUBLIC_URL,
-    ...(o.onTurnLatency ? { onTurnLatency: o.onTurnLatency } : {}),
+    onTurnLatency: (latency) => {
+      metrics.turn(latency);
+      o.onTurnLatency?.(latency);
+    },
   });
-  calls.start();
+  const service = calls;
+  service.start();
   let closing: Promise<void> | null = null;
   return {
     providers,
     webhooks,
     callStore,
-    calls,
+    calls: service,
     deliveries,
+    metrics,
     close(graceMs = 0) {
       closing ??= (async () => {
-        await calls.shutdown(graceMs);
+        await service.shutdown(graceMs);
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)
         const queue = webhooks.queue as { whenIdle?: () => Promise<void> };

@@ -73,6 +73,14 @@ describe('a sandbox call through a workflow', () => {
       expect(a).toMatchObject({ url: s.receiver.url, attempt: 1, outcome: 'delivered', status_code: 200 });
     }
     expect((await s.api('GET', '/calls/00000000-0000-4000-8000-000000000000/webhooks')).status).toBe(404);
+    // Prometheus metrics: the call is counted by its ended_reason, its turns and its webhooks too
+    const metrics = await s.app.inject({ method: 'GET', url: '/metrics' });
+    expect(metrics.statusCode).toBe(200);
+    expect(metrics.headers['content-type']).toContain('text/plain');
+    expect(metrics.body).toMatch(/switchboard_calls_ended_total\{ended_reason="assistant-ended-call"\} [1-9]/);
+    expect(metrics.body).toMatch(/switchboard_webhook_deliveries_total\{event="end-of-call-report",outcome="delivered"\} [1-9]/);
+    expect(metrics.body).toMatch(/switchboard_turn_latency_seconds_count [1-9]/);
+    expect(metrics.body).toContain('switchboard_live_calls');
     // the assistant hung up through the telephony REST API
     expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
   }, 60_000);

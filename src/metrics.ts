@@ -1,0 +1,92 @@
+/**
+ * `GET /metrics` in Prometheus format: live calls, calls by ended_reason, turn latency, webhook
+ * deliveries by outcome, provider errors, and the process's own figures. One registry per
+ * runtime, so that tests and benchmarks can run several in one process.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { TurnLatency } from './calls/latency.js';
+import type { DeliveryAttemptRecord } from './store/deliveries.js';
+import type { DeliveryRecorder } from './webhooks/notify.js';
+
+const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly callsEnded: Counter<'ended_reason'>;
+  private readonly turnTotal: Histogram;
+  private readonly turnService: Histogram;
+  private readonly turnProvider: Histogram;
+  private readonly deliveries: Counter<'event' | 'outcome'>;
+  private readonly providerErrors: Counter<'provider'>;
+
+  constructor(liveCalls: () => number, options: { processMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_' });
+    new Gauge({
+      name: 'switchboard_live_calls',
+      help: 'Calls this process is carrying now.',
+      registers,
+      collect() {
+        this.set(liveCalls());
+      },
+    });
+    this.callsEnded = new Counter({
+      name: 'switchboard_calls_ended_total',
+      help: 'Calls ended, by ended_reason.',
+      labelNames: ['ended_reason'],
+      registers,
+    });
+    const histogram = (name: string, help: string) =>
+      new Histogram({ name, help, buckets: LATENCY_BUCKETS_SECONDS, registers });
+    this.turnTotal = histogram(
+      'switchboard_turn_latency_seconds',
+      "Caller's end of turn to the first audio frame of the reply.",
+    );
+    this.turnService = histogram(
+      'switchboard_turn_service_seconds',
+      'The service\'s own share of a turn (everything but waiting for providers).',
+    );
+    this.turnProvider = histogram('switchboard_turn_provider_wait_seconds', 'Time a turn waited for the model and TTS.');
+    this.deliveries = new Counter({
+      name: 'switchboard_webhook_deliveries_total',
+      help: 'Webhook delivery attempts, by event and outcome.',
+      labelNames: ['event', 'outcome'],
+      registers,
+    });
+    this.providerErrors = new Counter({
+      name: 'switchboard_provider_errors_total',
+      help: 'Calls ended by a provider failure, by provider.',
+      labelNames: ['provider'],
+      registers,
+    });
+  }
+
+  callEnded(reason: string): void {
+    this.callsEnded.inc({ ended_reason: reason });
+    if (reason.startsWith('pipeline-error-')) this.providerErrors.inc({ provider: reason.slice('pipeline-error-'.length) });
+  }
+
+  turn(latency: TurnLatency): void {
+    this.turnTotal.observe(latency.totalMs / 1000);
+    this.turnService.observe(latency.serviceMs / 1000);
+    this.turnProvider.observe(latency.providerWaitMs / 1000);
+  }
+
+  /** Counts every delivery attempt on its way to the attempt log. */
+  countingRecorder(inner: DeliveryRecorder | null): DeliveryRecorder {
+    return {
+      record: async (attempt: DeliveryAttemptRecord) => {
+        this.deliveries.inc({ event: attempt.event, outcome: attempt.outcome });
+        await inner?.record(attempt);
+      },
+    };
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
