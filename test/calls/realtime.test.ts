@@ -3,7 +3,7 @@
  * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { receivedMessages, startCallingServer, type CallingServer, frontDesk } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 import { heardShare } from '../../src/calls/realtime-call.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
@@ -16,20 +16,6 @@ const _realtime: ActiveCall = null as unknown as RealtimeCall;
 void _pipeline;
 void _realtime;
 
-const frontDesk = {
-  version: 1,
-  entry_node: 'greeting',
-  global_prompt: 'You are the front desk of Acme Dental.',
-  nodes: [
-    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
-    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
-    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
-  ],
-  edges: [
-    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
-    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
-  ],
-};
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
   const deadline = Date.now() + timeoutMs;

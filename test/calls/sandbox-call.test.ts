@@ -1,6 +1,6 @@
 /** Whole calls over the Twilio protocol, against the real server with the sandbox providers. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, frontDesk } from '../helpers/calls.js';
 
 let s: CallingServer;
 beforeAll(async () => {
@@ -10,20 +10,6 @@ afterAll(async () => {
   await s?.close();
 });
 
-const frontDesk = {
-  version: 1,
-  entry_node: 'greeting',
-  global_prompt: 'You are the front desk of Acme Dental.',
-  nodes: [
-    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
-    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
-    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
-  ],
-  edges: [
-    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
-    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
-  ],
-};
 
 describe('a sandbox call through a workflow', () => {
   it('answers, follows the workflow on what the caller says, and hangs up at the end node', async () => {

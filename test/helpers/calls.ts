@@ -178,3 +178,19 @@ export function receivedMessages(receiver: Receiver, type?: string): any[] {
     })
     .filter((m) => m && (!type || m.type === type));
 }
+
+/** A small front-desk workflow: greeting → booking (with an edge message) → goodbye. */
+export const frontDesk = {
+  version: 1,
+  entry_node: 'greeting',
+  global_prompt: 'You are the front desk of Acme Dental.',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
+    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
+  ],
+};
