@@ -251,7 +251,7 @@ async function main(): Promise<number> {
         2,
       )}\n`,
     );
-    const seconds = writeWav('demo-call.wav', call.inboundAudio, call.outboundAudio);
+    const seconds = writeWav('demo-call.wav', call.inboundAudio, call.heardAudio);
     say(`wrote demo-call.wav (${seconds.toFixed(1)} s, stereo: left the caller, right the assistant)`);
 
     const problems: string[] = [];

@@ -56,9 +56,12 @@ export class SimulatedCall {
   readonly marksEchoed: string[] = [];
   /** What the caller said (and mumbled), with when its sound started and ended on the wire. */
   readonly spoken: SpokenLine[] = [];
-  /** With `recordAudio`: what the caller said and what it heard, frame by frame. */
+  /** With `recordAudio`: what the caller said (one frame every 20 ms, silence included)… */
   readonly inboundAudio: Buffer[] = [];
+  /** …every assistant frame as it arrived… */
   readonly outboundAudio: Buffer[] = [];
+  /** …and what the caller's ear heard, on the same 20 ms timeline as `inboundAudio`. */
+  readonly heardAudio: Buffer[] = [];
   callId: string | null = null;
   twiml = '';
   closed = false;
@@ -176,6 +179,7 @@ export class SimulatedCall {
       const audio = Buffer.from(m.media.payload, 'base64');
       this.frameTimes.push(Date.now());
       this.lastAssistantAudioAt = Date.now();
+      if (this.o.recordAudio) this.outboundAudio.push(audio);
       this.playQueue.push({ kind: 'audio', audio });
       this.schedulePlay();
     } else if (m.event === 'mark' && m.mark?.name) {
@@ -212,7 +216,7 @@ export class SimulatedCall {
   /** What the caller hears, as it plays (recorded on the same 20 ms timeline as what it says). */
   private earHears(audio: Buffer) {
     this.stt?.sendAudio(audio);
-    if (this.o.recordAudio) this.outboundAudio.push(audio);
+    if (this.o.recordAudio) this.heardAudio.push(audio);
   }
 
   private echoMark(name: string) {
