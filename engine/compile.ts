@@ -32,8 +32,12 @@ export type EndedReason =
 export type CallEvent =
   | { type: 'caller.said'; text: string }
   | { type: 'dtmf'; digits: string }
-  /** A `say` (or, without `say_id`, everything said so far) has finished playing or was cut. */
-  | { type: 'assistant.done_speaking'; say_id?: string }
+  /**
+   * A `say` (or, without `say_id`, everything said so far) has finished playing or was cut.
+   * `heard` (with `say_id` only): the line was cut and the caller heard this much of it (`''`:
+   * nothing); its history entry then holds just that. Absent: the line played whole.
+   */
+  | { type: 'assistant.done_speaking'; say_id?: string; heard?: string }
   /** The model's own words in this turn (spoken by the service); recorded in the history. */
   | { type: 'model.replied'; text: string }
   /** The model called a transition function; `node_id` (optional) guards against stale answers. */
@@ -145,6 +149,8 @@ export interface HistoryMessage {
   node_id: string;
   tool_call_id?: string;
   tool_name?: string;
+  /** On the entry of a `say`: which one (`assistant.done_speaking {say_id, heard}` finds it by this). */
+  say_id?: string;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,8 +435,26 @@ function record(s: Step, message: HistoryMessage): void {
 function say(s: Step, text: string, nodeId: string, interruptible: boolean): string {
   const sayId = nextId(s, 'say_');
   s.commands.push({ type: 'say', say_id: sayId, text, node_id: nodeId, interruptible });
-  record(s, { role: 'assistant', content: text, node_id: nodeId });
+  record(s, { role: 'assistant', content: text, node_id: nodeId, say_id: sayId });
   return sayId;
+}
+
+/**
+ * A cut `say` keeps in the history only what the caller heard of it (`heard`, as the service
+ * measured it), with no mark of the cut, as a model reply does (`model.replied` carries only its
+ * heard part); nothing heard: the entry goes. No `heard`: the line played whole, nothing changes.
+ */
+function keepHeard(s: Step, sayId: string, heard: string): void {
+  const history = current(s, 'history');
+  let i = history.length - 1;
+  while (i >= 0 && history[i]!.say_id !== sayId) i--;
+  if (i < 0) return;
+  const text = heard.trim();
+  if (text === history[i]!.content) return;
+  s.patch.history =
+    text === ''
+      ? [...history.slice(0, i), ...history.slice(i + 1)]
+      : [...history.slice(0, i), { ...history[i]!, content: text }, ...history.slice(i + 1)];
 }
 
 function reject(s: Step, eventType: string, code: RejectionCode, message: string): void {
@@ -565,6 +589,12 @@ function buildMachine(definition: WorkflowDefinition, nodes: Map<string, Compile
         if (event.type !== 'model.replied' || event.text === '') return;
         const s = beginStep(context);
         record(s, { role: 'assistant', content: event.text, node_id: context.node_id });
+        apply(enqueue, s);
+      }),
+      recordHeard: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type !== 'assistant.done_speaking' || event.heard === undefined || event.say_id === undefined) return;
+        const s = beginStep(context);
+        keepHeard(s, event.say_id, event.heard);
         apply(enqueue, s);
       }),
       runModel: enqueueActions(({ context, enqueue }, params: { reason: RunModelReason }) => {
@@ -758,7 +788,7 @@ function buildMachine(definition: WorkflowDefinition, nodes: Map<string, Compile
           'caller.said': { actions: 'recordCallerInput' },
           dtmf: { actions: 'recordCallerInput' },
           'model.replied': { actions: 'recordModelReply' },
-          'assistant.done_speaking': ignore,
+          'assistant.done_speaking': { actions: 'recordHeard' },
           'timer.silence': [
             { guard: 'silenceExhaustedWithLine', target: '#closing', actions: 'silenceGiveUp' },
             { guard: 'silenceExhausted', target: '#ended', actions: 'silenceGiveUp' },
@@ -774,7 +804,10 @@ function buildMachine(definition: WorkflowDefinition, nodes: Map<string, Compile
         id: 'closing',
         on: {
           ...endEvents,
-          'assistant.done_speaking': [{ guard: 'closingLinePlayed', target: '#ended', actions: 'finishClosing' }, ignore],
+          'assistant.done_speaking': [
+            { guard: 'closingLinePlayed', target: '#ended', actions: ['recordHeard', 'finishClosing'] },
+            { actions: 'recordHeard' },
+          ],
           'caller.said': { actions: 'recordCallerInput' },
           dtmf: { actions: 'recordCallerInput' },
           'model.replied': ignore,

@@ -383,7 +383,11 @@ function eventProblem(event: unknown): string | null {
     case 'dtmf':
       return isString(e.digits) && /^[0-9*#A-Da-dw]+$/.test(e.digits) ? null : 'dtmf: "digits" must be keypad digits (0-9, *, #, A-D)';
     case 'assistant.done_speaking':
-      return e.say_id === undefined || isString(e.say_id) ? null : 'assistant.done_speaking: "say_id" must be a string';
+      if (e.say_id !== undefined && !isString(e.say_id)) return 'assistant.done_speaking: "say_id" must be a string';
+      if (e.heard === undefined) return null;
+      if (!isString(e.heard)) return 'assistant.done_speaking: "heard" must be a string';
+      // which line was cut must be said: "everything said so far" has no one text to shorten
+      return e.say_id !== undefined ? null : 'assistant.done_speaking: "heard" needs the "say_id" of the line that was cut';
     case 'model.chose_transition':
       if (!isString(e.function_name)) return 'model.chose_transition: "function_name" must be a string';
       return e.node_id === undefined || isString(e.node_id) ? null : 'model.chose_transition: "node_id" must be a string';

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 
 const Port = z.coerce.number().int().min(0).max(65_535);
+const KEEP_FOREVER = '0 keeps delivery attempts forever';
 
 const ConfigSchema = z.object({
   PORT: Port.default(3000),
@@ -25,6 +26,13 @@ const ConfigSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(6000),
   /** Seconds a stopping process waits for requests (and later, live calls) to finish. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).default(30),
+  /** Days webhook delivery attempts are kept (GET /calls/{id}/webhooks); 0 keeps them forever. */
+  WEBHOOK_DELIVERY_RETENTION_DAYS: z.coerce
+    .number({ error: `must be a whole number of days; ${KEEP_FOREVER}` })
+    .int({ error: `must be a whole number of days; ${KEEP_FOREVER}` })
+    .min(0, { error: `must not be negative; ${KEEP_FOREVER}` })
+    .max(36_500, { error: `must be at most 36500 days (100 years); ${KEEP_FOREVER}` })
+    .default(30),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };

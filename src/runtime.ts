@@ -1,6 +1,6 @@
 /**
  * The live-call side of one process: provider adapters, the webhook sender and its durable
- * queue, call sessions, and the call service that joins them.
+ * queue, call sessions, the call service that joins them, and the pruner of old delivery attempts.
  */
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -9,6 +9,7 @@ import { DeliveryRepository } from './store/deliveries.js';
 import type { Providers } from './providers/types.js';
 import { createProviders, providerSettings } from './providers/index.js';
 import { WebhookService } from './webhooks/service.js';
+import { DeliveryPruner } from './webhooks/retention.js';
 import { createCallStore, type CallStore } from './calls/store.js';
 import { CallService } from './calls/service.js';
 import { WebhookCallNotifier } from './calls/webhook-notifier.js';
@@ -24,6 +25,8 @@ export interface Runtime {
   callStore: CallStore;
   calls: CallService;
   deliveries: DeliveryRepository;
+  /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
+  deliveryPruner: DeliveryPruner;
   metrics: Metrics;
   /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
   close(graceMs?: number): Promise<void>;
@@ -38,6 +41,8 @@ export interface RuntimeOptions {
   callStore?: CallStore;
   webhookQueueName?: string;
   onTurnLatency?(latency: TurnLatency): void;
+  /** When the pruner first runs and how often after that (tests shorten both). */
+  deliveryPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
@@ -80,6 +85,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   });
   const service = calls;
   service.start();
+  const deliveryPruner = new DeliveryPruner({
+    deliveries,
+    retentionDays: o.config.WEBHOOK_DELIVERY_RETENTION_DAYS,
+    logger: o.logger.child({ component: 'webhooks' }),
+    ...o.deliveryPruning,
+  });
+  deliveryPruner.start();
   let closing: Promise<void> | null = null;
   return {
     providers,
@@ -87,9 +99,12 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     callStore,
     calls: service,
     deliveries,
+    deliveryPruner,
     metrics,
     close(graceMs = 0) {
       closing ??= (async () => {
+        // first, so that a prune under way is over (after its current batch) before the database closes
+        await deliveryPruner.stop();
         await service.shutdown(graceMs);
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)

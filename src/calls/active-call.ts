@@ -16,7 +16,10 @@ export interface ActiveCall {
   mark(name: string): void;
   /** The caller hung up (stream `stop` or the socket closed). */
   callerHungUp(): void;
-  /** Ends the call from outside (shutdown grace over, worker decisions). */
-  terminate(reason: string): Promise<void>;
+  /**
+   * Ends the call from outside (shutdown grace over, worker decisions). `note` goes to the
+   * record's `errors` (and so to the end-of-call-report), saying why.
+   */
+  terminate(reason: string, note?: string): Promise<void>;
   isEnded(): boolean;
 }

@@ -51,10 +51,9 @@ export class CallLedger {
       this.record.current_node = s.state().node_id;
       this.record.nodes_visited = [...s.nodesVisited()];
       this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
-      const copy = structuredClone(this.record);
-      this.saveChain = this.saveChain
-        .then(() => this.deps.store.save(copy))
-        .catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
+      // the store copies the record before it returns, and keeps the order of saves
+      const saved = this.deps.store.save(this.record).catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
+      this.saveChain = this.saveChain.then(() => saved);
     });
   }
 

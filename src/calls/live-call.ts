@@ -2,131 +2,38 @@
  * One live call: caller audio → STT → turn-taking → engine → model (streaming) → TTS (sentence by
  * sentence) → caller. The engine decides; this carries out its commands and feeds it events.
  */
-import type { Logger } from 'pino';
-import {
-  createCallSession,
-  restoreCallSession,
-  type CallSession,
-  type Command,
-  type RunModelCommand,
-} from '../../engine/session.js';
-import type { CallEvent, ProviderOverrides } from '../../engine/compile.js';
-import type { EffectiveAssistant } from '../../engine/assistant.js';
-import type { LlmConfig, SttConfig, Tool, TtsConfig, WorkflowDefinition } from '../../engine/schema.js';
+import type { RunModelCommand } from '../../engine/session.js';
+import type { ProviderOverrides, SayCommand } from '../../engine/compile.js';
+import type { LlmConfig, SttConfig, Tool, TtsConfig } from '../../engine/schema.js';
 import { findProvider, defaultCatalog } from '../../engine/catalog.js';
-import type {
-  LlmFunction,
-  LlmMessage,
-  LlmToolCall,
-  Providers,
-  ProviderError,
-  SttSession,
-  TtsProvider,
-} from '../providers/types.js';
-import type { CallRecord, CallStore } from './store.js';
-import { OutboundPacer, type OutboundSink } from './outbound.js';
-import { Speaker, type Utterance } from './speaker.js';
+import type { LlmFunction, LlmMessage, LlmToolCall, SttSession, TtsProvider } from '../providers/types.js';
+import type { CallRecord } from './store.js';
+import { Speaker, type Utterance, type UtteranceOutcome } from './speaker.js';
 import { SentenceSplitter } from './text.js';
 import { TurnTaking } from './turn-taking.js';
-import { CallLedger } from './ledger.js';
-import type { CallNotifier, ToolCallOutcome } from './notifier.js';
-import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
+import { BaseCall, toolOutput, type LiveCallDeps, type MediaChannel, type OwnCommand } from './base-call.js';
 
-export interface LiveCallDeps {
-  providers: Providers;
-  notifier: CallNotifier;
-  store: CallStore;
-  logger: Logger;
-  /** Ends the telephony leg (hang-up) or moves it (transfer). */
-  telephony: {
-    hangUp(call: CallRecord): Promise<void>;
-    transfer(call: CallRecord, destination: string): Promise<void>;
-  };
-  onTurnLatency?(latency: TurnLatency): void;
-  /** Called once the call has ended and everything is released. */
-  onEnded?(call: CallRecord): void;
-}
-
-export interface MediaChannel extends OutboundSink {
-  /** Closes the media connection (the call is over on our side). */
-  close(): void;
-}
+export { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from './base-call.js';
 
 const MAX_TOOL_ROUNDS = 5;
 
-/** A call with no workflow runs the assistant alone: one conversation node, first_message first. */
-export function assistantOnlyDefinition(assistant: EffectiveAssistant): WorkflowDefinition {
-  const system = (assistant.llm_config.messages ?? [])
-    .filter((m) => m.role === 'system')
-    .map((m) => m.content)
-    .join('\n\n');
-  return {
-    version: 1,
-    entry_node: 'assistant',
-    global_prompt: system,
-    nodes: [
-      {
-        id: 'assistant',
-        type: 'conversation',
-        ...(assistant.first_message ? { first_line: assistant.first_message } : {}),
-      },
-    ],
-    edges: [],
-  };
-}
-
-export class LiveCall {
-  readonly record: CallRecord;
-  private readonly log: Logger;
-  private readonly assistant: EffectiveAssistant;
-  private readonly definition: WorkflowDefinition;
-  private session!: CallSession;
-  private readonly pacer: OutboundPacer;
+export class LiveCall extends BaseCall {
   private readonly speaker: Speaker;
   private readonly turns: TurnTaking;
   private stt: SttSession | null = null;
   private sttConfigKey = '';
   private overrides: ProviderOverrides = {};
   private modelRun: { abort: AbortController; utterance: Utterance | null } | null = null;
-  private silenceTimer: NodeJS.Timeout | null = null;
-  private silenceHardTimer: NodeJS.Timeout | null = null;
-  /** Silence prompts since the caller last gave input: after the first, `interval_seconds` apply. */
-  private silencePrompts = 0;
+  /**
+   * The engine's utterances (its `say`s and the model's replies) still to be heard or cut: what
+   * to do once each is over (the record and the engine get what the caller heard of it).
+   */
+  private readonly playing = new Map<Utterance, (outcome: UtteranceOutcome) => void>();
   /** The engine has started (after the recording consent): events before that are not for it. */
   private engineStarted = false;
-  private ended = false;
-  private readonly ledger: CallLedger;
-  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
-  private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
 
-  constructor(
-    record: CallRecord,
-    private readonly media: MediaChannel,
-    private readonly deps: LiveCallDeps,
-  ) {
-    this.record = record;
-    this.assistant = record.assistant as unknown as EffectiveAssistant;
-    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
-    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id });
-    this.ledger = new CallLedger(record, {
-      store: deps.store,
-      notifier: deps.notifier,
-      log: this.log,
-      gdprMode: this.assistant.gdpr_mode,
-      ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
-    });
-    this.pacer = new OutboundPacer(
-      deps.onTurnLatency
-        ? {
-            sendFrame: (frame) => {
-              media.sendFrame(frame);
-              if (this.turn?.audioStarted) this.turnDone();
-            },
-            sendMark: (name) => media.sendMark(name),
-            sendClear: () => media.sendClear(),
-          }
-        : media,
-    );
+  constructor(record: CallRecord, media: MediaChannel, deps: LiveCallDeps) {
+    super(record, media, deps);
     this.speaker = new Speaker({
       pacer: this.pacer,
       tts: () => this.timedTts(this.ttsInUse()),
@@ -150,22 +57,8 @@ export class LiveCall {
   // lifecycle
 
   /** The media stream started: open the STT, start (or resume) the engine, speak. */
-  async start(resumeFrom?: Record<string, unknown>): Promise<void> {
-    const options = {
-      tools: this.assistant.llm_config.tools ?? [],
-      end_call_message: this.assistant.speech_config.end_call_message,
-      silence: {
-        messages: this.assistant.speech_config.silence.messages,
-        final_message: this.assistant.speech_config.silence.final_message,
-        max_attempts: this.assistant.speech_config.silence.max_attempts,
-      },
-    };
-    this.session = resumeFrom
-      ? restoreCallSession(this.definition, resumeFrom as never, options)
-      : createCallSession(this.definition, options);
-    this.ledger.timer(this.assistant.max_duration_seconds * 1000, () =>
-      this.engineStarted ? this.dispatch({ type: 'timer.max_duration' }) : void this.end('exceeded-max-duration', { hangUp: true }),
-    );
+  override async start(resumeFrom?: Record<string, unknown>): Promise<void> {
+    this.startSession(resumeFrom);
     try {
       await this.openStt();
     } catch (err) {
@@ -184,12 +77,12 @@ export class LiveCall {
   }
 
   /** Caller audio (μ-law 8 kHz). */
-  audio(mulaw: Buffer): void {
+  override audio(mulaw: Buffer): void {
     if (this.ended || mulaw.length === 0) return;
     this.stt?.sendAudio(mulaw);
   }
 
-  dtmf(digit: string): void {
+  override dtmf(digit: string): void {
     if (this.ended || !this.engineStarted) return;
     this.silencePrompts = 0;
     this.turns.reset();
@@ -197,72 +90,43 @@ export class LiveCall {
     this.dispatch({ type: 'dtmf', digits: digit });
   }
 
-  mark(name: string): void {
+  override mark(name: string): void {
     this.speaker.onMark(name);
-  }
-
-  /** The caller hung up (stream `stop` or the socket closed). */
-  callerHungUp(): void {
-    if (this.ended) return;
-    this.session.send({ type: 'hangup' });
-    void this.end('customer-ended-call', { hangUp: false });
-  }
-
-  /** Ends the call from outside (shutdown grace over, worker decisions). */
-  async terminate(reason: string): Promise<void> {
-    await this.end(reason, { hangUp: true });
-  }
-
-  isEnded(): boolean {
-    return this.ended;
   }
 
   // ------------------------------------------------------------------------------------------
   // engine
 
-  private dispatch(event: CallEvent): void {
-    if (this.ended) return;
-    this.carryOut(this.session.send(event));
+  protected override perform(command: OwnCommand): void {
+    switch (command.type) {
+      case 'say': {
+        const u = this.speaker.say(command.text, command.interruptible, command.say_id);
+        this.whenOver(u, (outcome) => this.sayOver(command, outcome));
+        break;
+      }
+      case 'set_provider_overrides': {
+        const { type: _t, node_id: _n, ...blocks } = command;
+        this.overrides = blocks;
+        void this.openStt().catch((err: Error) => this.providerFailed(err));
+        break;
+      }
+      case 'run_model':
+        void this.runModel(command);
+        break;
+      case 'transfer':
+        this.transferring = this.transfer(command.destination);
+        break;
+    }
   }
 
-  private carryOut(commands: Command[]): void {
-    for (const command of commands) {
-      this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
-      if (this.ended) return;
-      switch (command.type) {
-        case 'say': {
-          const u = this.speaker.say(command.text, command.interruptible, command.say_id);
-          void u.played.then((outcome) => {
-            if (outcome.heardText) this.ledger.recordMessage('assistant', outcome.heardText, command.node_id);
-            this.dispatch({ type: 'assistant.done_speaking', say_id: command.say_id });
-            this.armSilence();
-          });
-          break;
-        }
-        case 'set_provider_overrides': {
-          const { type: _t, node_id: _n, ...blocks } = command;
-          this.overrides = blocks;
-          void this.openStt().catch((err: Error) => this.providerFailed(err));
-          break;
-        }
-        case 'run_model':
-          void this.runModel(command);
-          break;
-        case 'call_tool':
-          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
-          break;
-        case 'transfer':
-          this.transferring = this.transfer(command.destination);
-          break;
-        case 'hang_up':
-          void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
-          break;
-        case 'event_rejected':
-          this.log.debug({ rejected: command }, 'engine ignored an event');
-          break;
-      }
-    }
-    this.ledger.persistSoon(() => (this.engineStarted ? this.session : null));
+  /** Before the engine has started (the recording consent playing) it has no session to save. */
+  protected override engineSession() {
+    return this.engineStarted ? this.session : null;
+  }
+
+  protected override maxDurationReached(): void {
+    if (this.engineStarted) this.dispatch({ type: 'timer.max_duration' });
+    else void this.end('exceeded-max-duration', { hangUp: true });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -291,7 +155,38 @@ export class LiveCall {
   private interrupted(): void {
     const run = this.modelRun;
     if (run) run.abort.abort();
-    this.speaker.interrupt();
+    // The cut lines and replies are over now, not a microtask later: the caller's turn or key
+    // press that confirmed the interruption goes to the engine (and the record) right after, and
+    // its model request must see what was heard of them, before it and only that.
+    for (const u of this.speaker.interrupt()) this.over(u, u.outcome());
+  }
+
+  /** Runs `then` once `u` is over: when it has played out, or at once when `over` is called (cut). */
+  private whenOver(u: Utterance, then: (outcome: UtteranceOutcome) => void): void {
+    this.playing.set(u, then);
+    void u.played.then((outcome) => this.over(u, outcome));
+  }
+
+  /** `u` is over (once per utterance; later calls do nothing). */
+  private over(u: Utterance, outcome: UtteranceOutcome): void {
+    const then = this.playing.get(u);
+    if (!then) return;
+    this.playing.delete(u);
+    then(outcome);
+  }
+
+  /**
+   * A `say` is over, played whole or cut: the record gets what the caller heard of it, and so does
+   * the engine's history (what the model sees next), through `heard` when cut.
+   */
+  private sayOver(command: SayCommand, outcome: UtteranceOutcome): void {
+    if (outcome.heardText) this.ledger.recordMessage('assistant', outcome.heardText, command.node_id);
+    this.dispatch({
+      type: 'assistant.done_speaking',
+      say_id: command.say_id,
+      ...(outcome.complete ? {} : { heard: outcome.heardText }),
+    });
+    this.armSilence();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -333,14 +228,19 @@ export class LiveCall {
     const splitter = new SentenceSplitter();
     let text = '';
     // whatever ends the reply (played out, barge-in, superseded, hang-up), what the caller heard
-    // of it is history: in the call record, and for the engine
+    // of it is history: in the call record, and for the engine (a barge-in settles it at once,
+    // before the turn or key press that confirmed it)
     let streamed = false;
-    const heardRecorded = utterance.played.then((outcome) => {
-      const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
-      if (!heard) return;
-      this.ledger.recordMessage('assistant', heard, command.node_id);
-      if (!this.ended) this.dispatch({ type: 'model.replied', text: heard });
-    });
+    const heardRecorded = new Promise<void>((resolve) =>
+      this.whenOver(utterance, (outcome) => {
+        const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
+        if (heard) {
+          this.ledger.recordMessage('assistant', heard, command.node_id);
+          if (!this.ended) this.dispatch({ type: 'model.replied', text: heard });
+        }
+        resolve();
+      }),
+    );
     let transition: string | null = null;
     // the turn's first model request (not a later one, nor one that no caller turn started)
     const turn = this.turn?.modelRequestedAt === null ? this.turn : null;
@@ -414,28 +314,11 @@ export class LiveCall {
           return { tool_call_id: call.id, content: JSON.stringify({ status: 'started' }) };
         }
         const [outcome] = await this.deps.notifier.toolCalls(this.record, [request], { url: tool?.url });
-        return { tool_call_id: call.id, content: toolContent(outcome) };
+        return { tool_call_id: call.id, content: toolOutput(outcome) };
       }),
     );
     waited.push(...outcomes);
     return waited;
-  }
-
-  private async callToolNode(
-    toolCallId: string,
-    name: string,
-    url: string,
-    args: Record<string, unknown>,
-    nodeId: string,
-  ): Promise<void> {
-    const [outcome] = await this.deps.notifier.toolCalls(
-      this.record,
-      [{ id: toolCallId, name, arguments: args }],
-      { url, nodeId },
-    );
-    if (this.ended) return;
-    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: toolCallId, result: outcome.result });
-    else this.dispatch({ type: 'tool.failed', tool_call_id: toolCallId, error: outcome?.error ?? 'no result' });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -485,87 +368,21 @@ export class LiveCall {
     if (previous) void previous.close();
   }
 
-  private providerFailed(err: ProviderError | Error): void {
-    if (this.ended) return;
-    const provider = (err as ProviderError).provider ?? 'unknown';
-    this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
-    this.record.errors.push(`${provider}: ${err.message}`);
-    void this.end(`pipeline-error-${provider}`, { hangUp: true });
-  }
-
   // ------------------------------------------------------------------------------------------
-  // silence
+  // silence and end
 
-  private armSilence(): void {
-    if (this.ended || this.speaker.speaking() || this.session.state().awaiting !== 'caller') return;
-    this.disarmSilence();
-    const policy = this.assistant.speech_config.silence;
-    const fire = (nextMs: number) => {
-      this.silenceTimer = setTimeout(() => {
-        this.silenceTimer = null;
-        if (this.speaker.speaking()) return;
-        this.silencePrompts++;
-        this.dispatch({ type: 'timer.silence' });
-        if (!this.ended) fire(policy.interval_seconds * 1000);
-      }, nextMs);
-    };
-    fire((this.silencePrompts === 0 ? policy.first_check_seconds : policy.interval_seconds) * 1000);
-    this.silenceHardTimer = setTimeout(() => {
-      this.silenceHardTimer = null;
-      void this.end('silence-timed-out', { hangUp: true });
-    }, this.assistant.silence_timeout_seconds * 1000 + policy.max_attempts * policy.interval_seconds * 1000);
+  /** Silence counts once everything said has been heard (its marks came back). */
+  protected override silenceCounts(): boolean {
+    return !this.speaker.speaking();
   }
 
-  private disarmSilence(): void {
-    if (this.silenceTimer) clearTimeout(this.silenceTimer);
-    if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
-    this.silenceTimer = null;
-    this.silenceHardTimer = null;
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // transfer and end
-
-  /** The transfer under way: `null` once it succeeded, else the ended reason its failure gives. */
-  private transferring: Promise<string | null> | null = null;
-
-  private async transfer(destination: string): Promise<string | null> {
-    this.record.status = 'forwarding';
-    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
-    try {
-      await this.deps.telephony.transfer(this.record, destination);
-      return null;
-    } catch (err) {
-      this.log.error({ err }, 'transfer failed');
-      this.record.errors.push(`transfer: ${(err as Error).message}`);
-      return `pipeline-error-${(err as { provider?: string }).provider ?? 'telephony'}`;
-    }
-  }
-
-  private async end(reason: string, options: { hangUp: boolean }): Promise<void> {
-    if (this.ended) return;
-    this.ended = true;
+  protected override async release(): Promise<void> {
     this.modelRun?.abort.abort();
-    this.disarmSilence();
-    this.ledger.clearTimers();
     this.turns.close();
     this.speaker.close();
     const stt = this.stt;
     this.stt = null;
     await stt?.close().catch(() => undefined);
-    this.session?.stop();
-    if (reason === 'call-transferred' && this.transferring) {
-      // closing the stream before the telephony provider took the transfer would drop the caller
-      const failure = await this.transferring;
-      if (failure) [reason, options] = [failure, { hangUp: true }];
-    }
-    if (options.hangUp) {
-      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
-        this.log.warn({ err }, 'hang-up through the telephony API failed');
-      });
-    }
-    this.media.close();
-    await this.ledger.close(reason, this.engineStarted ? this.session : null);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -600,27 +417,6 @@ export class LiveCall {
   private firstAudioOut(): void {
     if (this.turn) this.turn.audioStarted = true;
   }
-
-  private turnDone(): void {
-    const turn = this.turn;
-    this.turn = null;
-    if (!turn || !this.deps.onTurnLatency) return;
-    const { nodeId, audioStarted: _a, ...marks } = turn;
-    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
-    this.deps.onTurnLatency({
-      callId: this.record.id,
-      nodeId,
-      ...complete,
-      ...splitTurnLatency(complete),
-      outbound: { ...this.pacer.stats },
-    });
-  }
-}
-
-function toolContent(outcome: ToolCallOutcome | undefined): string {
-  if (!outcome) return JSON.stringify({ error: 'no result' });
-  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
-  return JSON.stringify({ error: outcome.error });
 }
 
 function withDefaults<T extends { provider: string; model?: string }>(kind: 'llm' | 'stt' | 'tts', block: T): T {

@@ -5,33 +5,15 @@
  * lines) are spoken by asking the model to say them verbatim; transition functions and the
  * assistant's tools are offered to the model as functions. See docs/realtime.md.
  */
-import type { Logger } from 'pino';
-import {
-  createCallSession,
-  restoreCallSession,
-  type CallSession,
-  type Command,
-  type RunModelCommand,
-} from '../../engine/session.js';
-import type { CallEvent } from '../../engine/compile.js';
-import type { EffectiveAssistant } from '../../engine/assistant.js';
+import type { Command, RunModelCommand } from '../../engine/session.js';
 import { buildModelContext, type ModelContext } from '../../engine/prompt.js';
-import type { Tool, WorkflowDefinition } from '../../engine/schema.js';
-import type {
-  LlmFunction,
-  ProviderError,
-  RealtimeEvents,
-  RealtimeFunctionCall,
-  RealtimeSession,
-} from '../providers/types.js';
-import type { ActiveCall } from './active-call.js';
-import { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from './live-call.js';
+import type { Tool } from '../../engine/schema.js';
+import type { LlmFunction, RealtimeEvents, RealtimeFunctionCall, RealtimeSession } from '../providers/types.js';
+import { BaseCall, toolOutput, type CommandHint, type LiveCallDeps, type MediaChannel, type OwnCommand } from './base-call.js';
 import type { ToolCallOutcome } from './notifier.js';
-import { CallLedger } from './ledger.js';
-import { FRAME_BYTES, OutboundPacer } from './outbound.js';
+import { FRAME_BYTES } from './outbound.js';
 import type { CallRecord } from './store.js';
 import { applyPronunciations } from './text.js';
-import { splitTurnLatency, type TurnMarks } from './latency.js';
 
 /** A mark goes out after at least this much audio: the resolution of "what the caller heard". */
 const MARK_SPACING_MS = 100;
@@ -86,13 +68,7 @@ interface Offer {
   tools: Map<string, Tool>;
 }
 
-export class RealtimeCall implements ActiveCall {
-  readonly record: CallRecord;
-  private readonly log: Logger;
-  private readonly assistant: EffectiveAssistant;
-  private readonly definition: WorkflowDefinition;
-  private session!: CallSession;
-  private readonly pacer: OutboundPacer;
+export class RealtimeCall extends BaseCall {
   private rt: RealtimeSession | null = null;
   private readonly abort = new AbortController();
   private offer: Offer | null = null;
@@ -108,61 +84,17 @@ export class RealtimeCall implements ActiveCall {
   private readonly marks = new Map<string, { spoken: Spoken; item: OutputItem; ms: number }>();
   private markSeq = 0;
   private toolsInFlight = 0;
-  private silenceTimer: NodeJS.Timeout | null = null;
-  private silenceHardTimer: NodeJS.Timeout | null = null;
   private stallTimer: NodeJS.Timeout | null = null;
-  private ended = false;
-  private readonly ledger: CallLedger;
-  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
-  private turn: (Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean }) | null = null;
 
-  constructor(
-    record: CallRecord,
-    private readonly media: MediaChannel,
-    private readonly deps: LiveCallDeps,
-  ) {
-    this.record = record;
-    this.assistant = record.assistant as unknown as EffectiveAssistant;
-    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
-    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, realtime: true });
-    this.ledger = new CallLedger(record, {
-      store: deps.store,
-      notifier: deps.notifier,
-      log: this.log,
-      gdprMode: this.assistant.gdpr_mode,
-      ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
-    });
-    this.pacer = new OutboundPacer(
-      deps.onTurnLatency
-        ? {
-            sendFrame: (frame) => {
-              media.sendFrame(frame);
-              if (this.turn?.audioStarted) this.turnDone();
-            },
-            sendMark: (name) => media.sendMark(name),
-            sendClear: () => media.sendClear(),
-          }
-        : media,
-    );
+  constructor(record: CallRecord, media: MediaChannel, deps: LiveCallDeps) {
+    super(record, media, deps, { realtime: true });
   }
 
   // ------------------------------------------------------------------------------------------
   // lifecycle
 
-  async start(resumeFrom?: Record<string, unknown>): Promise<void> {
-    const options = {
-      tools: this.assistant.llm_config.tools ?? [],
-      end_call_message: this.assistant.speech_config.end_call_message,
-      silence: {
-        messages: this.assistant.speech_config.silence.messages,
-        final_message: this.assistant.speech_config.silence.final_message,
-        max_attempts: this.assistant.speech_config.silence.max_attempts,
-      },
-    };
-    this.session = resumeFrom
-      ? restoreCallSession(this.definition, resumeFrom as never, options)
-      : createCallSession(this.definition, options);
-    this.ledger.timer(this.assistant.max_duration_seconds * 1000, () => this.dispatch({ type: 'timer.max_duration' }));
+  override async start(resumeFrom?: Record<string, unknown>): Promise<void> {
+    const options = this.startSession(resumeFrom);
 
     const nodeId = resumeFrom ? this.session.state().node_id : this.definition.entry_node;
     const entry = this.definition.nodes.find((n) => n.id === nodeId);
@@ -210,7 +142,7 @@ export class RealtimeCall implements ActiveCall {
     this.armSilence();
   }
 
-  audio(mulaw: Buffer): void {
+  override audio(mulaw: Buffer): void {
     if (this.ended || !this.rt || mulaw.length === 0) return;
     // While a line that cannot be interrupted plays, the model hears silence: its server VAD
     // would otherwise cut the line (it interrupts on its own).
@@ -221,14 +153,15 @@ export class RealtimeCall implements ActiveCall {
     this.rt.sendAudio(mulaw);
   }
 
-  dtmf(digit: string): void {
+  override dtmf(digit: string): void {
     if (this.ended || !this.session) return;
+    this.silencePrompts = 0;
     this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.disarmSilence();
     this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });
   }
 
-  mark(name: string): void {
+  override mark(name: string): void {
     const m = this.marks.get(name);
     if (!m) return;
     this.marks.delete(name);
@@ -237,66 +170,40 @@ export class RealtimeCall implements ActiveCall {
     this.settleIfPlayed(m.spoken);
   }
 
-  callerHungUp(): void {
-    if (this.ended) return;
-    this.session?.send({ type: 'hangup' });
-    void this.end('customer-ended-call', { hangUp: false });
-  }
-
-  async terminate(reason: string): Promise<void> {
-    await this.end(reason, { hangUp: true });
-  }
-
-  isEnded(): boolean {
-    return this.ended;
-  }
-
   // ------------------------------------------------------------------------------------------
   // engine
 
-  private dispatch(event: CallEvent): void {
-    if (this.ended) return;
-    this.carryOut(this.session.send(event));
+  /** After the engine's commands, the model is offered the (maybe new) node's prompt and functions. */
+  protected override carryOut(commands: Command[], hint: CommandHint = {}): void {
+    super.carryOut(commands, hint);
+    this.syncModel();
   }
 
-  private carryOut(commands: Command[], hint: { dtmf?: string } = {}): void {
-    for (const command of commands) {
-      this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
-      if (this.ended) return;
-      switch (command.type) {
-        case 'say':
-          this.sayLine(command.text, command.interruptible, command.say_id, command.node_id);
-          break;
-        case 'set_provider_overrides':
-          // Call-start checks refuse node overrides for realtime assistants; nothing to switch.
-          this.log.debug({ node: command.node_id }, 'provider overrides ignored by a realtime call');
-          break;
-        case 'run_model':
-          this.runModel(command, hint);
-          break;
-        case 'call_tool':
-          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
-          break;
-        case 'transfer':
-          void this.transfer(command.destination);
-          break;
-        case 'hang_up':
-          void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
-          break;
-        case 'event_rejected':
-          this.log.debug({ rejected: command }, 'engine ignored an event');
-          break;
-      }
+  protected override perform(command: OwnCommand, hint: CommandHint): void {
+    switch (command.type) {
+      case 'say':
+        this.sayLine(command.text, command.interruptible, command.say_id, command.node_id);
+        break;
+      case 'set_provider_overrides':
+        // Call-start checks refuse node overrides for realtime assistants; nothing to switch.
+        this.log.debug({ node: command.node_id }, 'provider overrides ignored by a realtime call');
+        break;
+      case 'run_model':
+        this.runModel(command, hint);
+        break;
+      case 'transfer':
+        // the `hang_up` that follows waits for it (BaseCall.end): the stream stays open until
+        // Twilio has taken the new TwiML, and a refused transfer ends with its failure's reason
+        this.transferring = this.transfer(command.destination);
+        break;
     }
-    this.syncModel();
-    this.ledger.persistSoon(() => (this.session ?? null));
   }
 
   /**
    * `run_model`: the node's prompt and functions are on the session already (`syncModel`). A
    * caller's spoken turn was answered by server VAD; other reasons need a response from us.
    */
-  private runModel(command: RunModelCommand, hint: { dtmf?: string }): void {
+  private runModel(command: RunModelCommand, hint: CommandHint): void {
     this.syncModel();
     if (command.reason === 'node_entered') {
       this.requestReply(undefined, command.node_id);
@@ -508,7 +415,10 @@ export class RealtimeCall implements ActiveCall {
     if (heard) this.ledger.recordMessage('assistant', heard, s.nodeId);
     s.resolve();
     if (s.kind === 'say') {
-      if (s.sayId !== null) this.dispatch({ type: 'assistant.done_speaking', say_id: s.sayId });
+      // a line not heard whole (cut, or never said): the engine's history keeps what was heard
+      if (s.sayId !== null) {
+        this.dispatch({ type: 'assistant.done_speaking', say_id: s.sayId, ...(heard === s.text.trim() ? {} : { heard }) });
+      }
     } else if (heard) {
       this.dispatch({ type: 'model.replied', text: heard });
     }
@@ -611,9 +521,13 @@ export class RealtimeCall implements ActiveCall {
     if (said === '') return;
     this.disarmSilence();
     if (!final) return;
+    // the caller's turn, as in a pipeline call: the next silence check waits first_check_seconds
+    this.silencePrompts = 0;
     this.ledger.recordMessage('user', said, this.session.state().node_id);
     // The engine's history and state follow the caller; the reply was created by server VAD.
     this.dispatch({ type: 'caller.said', text: said });
+    // A transcript can come after the reply has played (OpenAI): silence counts again from here.
+    this.armSilence();
   }
 
   private async functionCall(call: RealtimeFunctionCall): Promise<void> {
@@ -669,78 +583,25 @@ export class RealtimeCall implements ActiveCall {
   }
 
   // ------------------------------------------------------------------------------------------
-  // tool nodes, transfer, silence, end (as in LiveCall)
-
-  private async callToolNode(
-    toolCallId: string,
-    name: string,
-    url: string,
-    args: Record<string, unknown>,
-    nodeId: string,
-  ): Promise<void> {
-    const [outcome] = await this.deps.notifier.toolCalls(this.record, [{ id: toolCallId, name, arguments: args }], { url, nodeId });
-    if (this.ended) return;
-    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: toolCallId, result: outcome.result });
-    else this.dispatch({ type: 'tool.failed', tool_call_id: toolCallId, error: outcome?.error ?? 'no result' });
-  }
-
-  private async transfer(destination: string): Promise<void> {
-    this.record.status = 'forwarding';
-    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
-    try {
-      await this.deps.telephony.transfer(this.record, destination);
-    } catch (err) {
-      this.log.error({ err }, 'transfer failed');
-      this.record.errors.push(`transfer: ${(err as Error).message}`);
-    }
-  }
+  // silence and end (the rest as in LiveCall: BaseCall)
 
   private busy(): boolean {
     return this.spoken.length > 0 || this.current !== null || this.toolsInFlight > 0 || this.pacer.isSpeaking();
   }
 
-  private armSilence(): void {
-    if (this.ended || !this.session || this.busy() || this.callerSpeaking) return;
-    if (this.session.state().awaiting !== 'caller') return;
-    this.disarmSilence();
-    const policy = this.assistant.speech_config.silence;
-    const fire = (nextMs: number) => {
-      this.silenceTimer = setTimeout(() => {
-        this.silenceTimer = null;
-        if (this.busy() || this.callerSpeaking) return;
-        this.dispatch({ type: 'timer.silence' });
-        if (!this.ended) fire(policy.interval_seconds * 1000);
-      }, nextMs);
-    };
-    fire(policy.first_check_seconds * 1000);
-    this.silenceHardTimer = setTimeout(() => {
-      this.silenceHardTimer = null;
-      void this.end('silence-timed-out', { hangUp: true });
-    }, this.assistant.silence_timeout_seconds * 1000 + policy.max_attempts * policy.interval_seconds * 1000);
+  /** Silence counts when nothing of ours is pending or playing and the caller is not speaking. */
+  protected override silenceCounts(): boolean {
+    return !this.busy() && !this.callerSpeaking;
   }
 
-  private disarmSilence(): void {
-    if (this.silenceTimer) clearTimeout(this.silenceTimer);
-    if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
-    this.silenceTimer = null;
-    this.silenceHardTimer = null;
+  /** A failure that names no provider is the realtime model's. */
+  protected override unnamedProvider(): string {
+    return this.assistant.llm_config.provider;
   }
 
-  private providerFailed(err: ProviderError | Error): void {
-    if (this.ended) return;
-    const provider = (err as ProviderError).provider ?? this.assistant.llm_config.provider;
-    this.log.error({ err, code: (err as ProviderError).code }, 'realtime provider failed; ending the call');
-    this.record.errors.push(`${provider}: ${err.message}`);
-    void this.end(`pipeline-error-${provider}`, { hangUp: true });
-  }
-
-  private async end(reason: string, options: { hangUp: boolean }): Promise<void> {
-    if (this.ended) return;
-    this.ended = true;
+  protected override async release(): Promise<void> {
     this.abort.abort();
-    this.disarmSilence();
     this.clearStall();
-    this.ledger.clearTimers();
     this.pacer.close();
     this.marks.clear();
     for (const s of this.spoken) s.resolve(); // a start() waiting for the consent line returns
@@ -750,33 +611,6 @@ export class RealtimeCall implements ActiveCall {
     const rt = this.rt;
     this.rt = null;
     await rt?.close().catch(() => undefined);
-    this.session?.stop();
-    if (options.hangUp) {
-      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
-        this.log.warn({ err }, 'hang-up through the telephony API failed');
-      });
-    }
-    this.media.close();
-    await this.ledger.close(reason, this.session ?? null);
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // bookkeeping
-
-  /** The first frame of the reply to the caller's turn left: model wait vs our own share. */
-  private turnDone(): void {
-    const turn = this.turn;
-    this.turn = null;
-    if (!turn || !this.deps.onTurnLatency) return;
-    const { nodeId, audioStarted: _a, ...marks } = turn;
-    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
-    this.deps.onTurnLatency({
-      callId: this.record.id,
-      nodeId,
-      ...complete,
-      ...splitTurnLatency(complete),
-      outbound: { ...this.pacer.stats },
-    });
   }
 }
 
@@ -791,8 +625,3 @@ export function heardShare(text: string, heardMs: number, totalMs: number): stri
   return whole.trim();
 }
 
-function toolOutput(outcome: ToolCallOutcome | undefined): string {
-  if (!outcome) return JSON.stringify({ error: 'no result' });
-  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
-  return JSON.stringify({ error: outcome.error });
-}

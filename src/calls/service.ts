@@ -25,7 +25,7 @@ import { LiveCall, type LiveCallDeps, type MediaChannel } from './live-call.js';
 import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
-import type { CallRecord, CallStore } from './store.js';
+import { newCallRecord, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 
 /**
@@ -107,33 +107,13 @@ export class CallService {
       return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
     }
 
-    const now = new Date().toISOString();
-    const record: CallRecord = {
-      id: randomUUID(),
+    const record = newCallRecord({
       organization_id: number.organization_id,
-      type: 'inbound_phone_call',
-      status: 'ringing',
       number_id: number.id,
       phone_number: { number: number.number, name: number.name },
       customer: { number: str('From') },
       twilio: { call_sid: str('CallSid'), account_sid: str('AccountSid') },
-      assistant_id: null,
-      assistant: {},
-      workflow_id: null,
-      workflow_note: null,
-      definition: null,
-      engine: null,
-      current_node: null,
-      nodes_visited: [],
-      messages: [],
-      created_at: now,
-      started_at: null,
-      ended_at: null,
-      ended_reason: null,
-      errors: [],
-      worker_id: null,
-      heartbeat_at: null,
-    };
+    });
     const log = this.log.child({ callId: record.id });
 
     const resolved = await this.resolveAssistant(record, number, account);
@@ -422,7 +402,10 @@ export class CallService {
     while (this.live.size > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));
     }
-    await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call')));
+    // DECISIONS 7 has no ended_reason for a shutdown: the call ends as the assistant's doing, and
+    // its errors (in the record and the end-of-call-report) say why
+    const note = `the server shut down: the call was still live after the ${Number((graceMs / 1000).toFixed(1))} s shutdown grace period`;
+    await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
   }

@@ -3,7 +3,7 @@
  * saved state, the transcript, its heartbeat). In Redis when REDIS_URL is set, so that any
  * process can read them and finalize a call whose process died; in process otherwise.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 export type CallStatus = 'ringing' | 'in-progress' | 'forwarding' | 'ended';
@@ -48,12 +48,44 @@ export interface CallRecord {
   heartbeat_at: string | null;
 }
 
+/** A new call as the voice webhook opens it: ringing, with no assistant, workflow or messages yet. */
+export function newCallRecord(
+  fields: Pick<CallRecord, 'organization_id' | 'number_id' | 'phone_number' | 'customer' | 'twilio'>,
+): CallRecord {
+  return {
+    id: randomUUID(),
+    type: 'inbound_phone_call',
+    status: 'ringing',
+    ...fields,
+    assistant_id: null,
+    assistant: {},
+    workflow_id: null,
+    workflow_note: null,
+    definition: null,
+    engine: null,
+    current_node: null,
+    nodes_visited: [],
+    messages: [],
+    created_at: new Date().toISOString(),
+    started_at: null,
+    ended_at: null,
+    ended_reason: null,
+    errors: [],
+    worker_id: null,
+    heartbeat_at: null,
+  };
+}
+
 export interface CallStore {
   create(record: CallRecord): Promise<void>;
   get(id: string): Promise<CallRecord | null>;
   /** The organization's calls, newest first. */
   list(organizationId: string, limit: number): Promise<CallRecord[]>;
-  /** Writes the whole record (the owning process is the only writer while the call lives). */
+  /**
+   * Writes the whole record (the owning process is the only writer while the call lives). The
+   * record is copied before `save` returns, so the caller may change it at once, and saves reach
+   * the store in the order they were made.
+   */
   save(record: CallRecord): Promise<void>;
   /** Stores a one-time media-stream token for a call. */
   putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void>;

@@ -63,13 +63,7 @@ export class TurnTaking {
     this.speechStartedAt = this.env.now();
     if (this.durationTimer) clearTimeout(this.durationTimer);
     this.durationTimer = null;
-    if (this.env.assistantSpeaking() && !this.interruption) {
-      const waitMs = this.settings.interruption_min_duration * 1000;
-      this.durationTimer = setTimeout(() => {
-        this.durationTimer = null;
-        this.considerInterruption(this.currentText());
-      }, waitMs);
-    }
+    if (this.env.assistantSpeaking() && !this.interruption) this.checkDurationIn(this.settings.interruption_min_duration * 1000);
   }
 
   transcript(t: Transcript): void {
@@ -117,6 +111,22 @@ export class TurnTaking {
 
   private currentText() {
     return [...this.finals, this.interim].filter((s) => s !== '').join(' ');
+  }
+
+  /**
+   * Considers the interruption once the caller has spoken for `interruption_min_duration` (words
+   * or not: a noise gives no transcript to consider it again). Node's timers count whole
+   * milliseconds on the event loop's clock, so one may fire up to a millisecond or so before its
+   * delay has passed on `env.now()`: the rest is then waited for rather than the check lost.
+   */
+  private checkDurationIn(waitMs: number) {
+    this.durationTimer = setTimeout(() => {
+      this.durationTimer = null;
+      if (this.speechStartedAt === null) return;
+      const left = this.settings.interruption_min_duration * 1000 - (this.env.now() - this.speechStartedAt);
+      if (left > 0) this.checkDurationIn(Math.ceil(left));
+      else this.considerInterruption(this.currentText());
+    }, waitMs);
   }
 
   private considerInterruption(heard: string) {

@@ -19,6 +19,7 @@ import { createRuntime } from '../runtime.js';
 import { SimulatedCall } from '../sim/caller.js';
 import { verifyWebhook } from '../webhooks/verify.js';
 import { mulawDecode } from '../audio/mulaw.js';
+import { freePort } from '../net.js';
 
 const WEBHOOK_SECRET = 'whsec_ZGVtby1zZWNyZXQtZm9yLXRoZS1zd2l0Y2hib2FyZC1kZW1v';
 const AUTH_TOKEN = 'demo-twilio-auth-token';
@@ -29,14 +30,6 @@ const HUMAN = '+14155550123';
 const started = Date.now();
 const stamp = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s`;
 const say = (line: string) => process.stdout.write(`[${stamp()}] ${line}\n`);
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 const readBody = (req: IncomingMessage) =>
   new Promise<Buffer>((resolve) => {

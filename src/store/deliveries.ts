@@ -1,4 +1,7 @@
-/** Webhook delivery attempts (migration 002): written by the webhook sender, read per call. */
+/**
+ * Webhook delivery attempts (migration 002): written by the webhook sender, read per call, pruned
+ * by age (migration 003, `src/webhooks/retention.ts`).
+ */
 import type { Db } from './db.js';
 import { iso } from './workflows.js';
 
@@ -52,6 +55,9 @@ const toAttempt = (r: DeliveryRow): DeliveryAttempt => ({
 const COLUMNS =
   'id::text AS id, organization_id, call_id, message_id, event, url, attempt, outcome, status_code, error, duration_ms, next_retry_at, created_at';
 
+/** Rows per delete statement: about 3 ms of work on PGlite (1,000: about 6 ms). */
+export const DEFAULT_PRUNE_BATCH = 500;
+
 export class DeliveryRepository {
   constructor(private readonly db: Db) {}
 
@@ -96,5 +102,39 @@ export class DeliveryRepository {
       [orgId, messageId],
     );
     return rows.map(toAttempt);
+  }
+
+  /**
+   * Deletes the attempts made before `cutoff`, oldest first, `batchSize` rows per statement (each
+   * its own short transaction, so a large backlog never holds many row locks at once nor keeps
+   * PGlite's single thread busy for long), until none is left or `shouldStop()` says so. Rows
+   * another process is deleting at the same moment are skipped, not waited for. Returns how many
+   * rows this call deleted.
+   */
+  async pruneOlderThan(
+    cutoff: Date,
+    batchSize = DEFAULT_PRUNE_BATCH,
+    options: { shouldStop?: () => boolean } = {},
+  ): Promise<number> {
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, not ${batchSize}`);
+    if (Number.isNaN(cutoff.getTime())) throw new RangeError('cutoff is not a valid date');
+    let total = 0;
+    for (;;) {
+      const { rows } = await this.db.query<{ n: number }>(
+        `WITH doomed AS (
+           SELECT id FROM webhook_deliveries WHERE created_at < $1
+            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+         ), gone AS (
+           DELETE FROM webhook_deliveries d USING doomed WHERE d.id = doomed.id RETURNING 1
+         )
+         SELECT count(*)::int AS n FROM gone`,
+        [cutoff.toISOString(), batchSize],
+      );
+      const n = Number(rows[0]?.n ?? 0);
+      total += n;
+      if (n < batchSize || options.shouldStop?.()) return total;
+      // let the event loop breathe between batches (PGlite runs on this thread)
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 }

@@ -15,18 +15,29 @@
  * run, frames sent and late (the pacer's figures). `--sweep 50,100,200` runs several N and reports
  * the largest N with service p99 < 10 ms and no late frame.
  *
+ * The bare baseline (test/bench/echo-server.ts), at each N before the service: the same callers'
+ * process opens N media streams to a minimal Twilio media-stream echo server in this process, which
+ * only parses every message and returns every audio frame. Measured the same way (CPU, event-loop
+ * lag, memory per stream) plus the echo's round trip seen by the callers; the service's capacity is
+ * printed as a ratio of it: calls one core holds (100% ÷ CPU per call), service ÷ baseline.
+ *
  * Options: --calls N (100)  --duration S (30)  --ramp S (calls dialled over S seconds, default N/25,
  * at least 2)  --sweep [list]  --llm-ms MS, --tts-ms MS (added provider latency, default 0)
- * --json FILE (results as JSON).
+ * --baseline-duration S (the baseline's window, default min(S, 10))  --no-baseline
+ * --json FILE (results as JSON)  --chart FILE (SVG of latency and CPU against concurrent calls)
+ * --profile FILE (a V8 CPU profile of the server over the last step's window, for Chrome DevTools)
+ * --replot FILE --chart SVG (draw the chart again from a --json file, without running anything).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
-import { writeFileSync } from 'node:fs';
+import { createHistogram, monitorEventLoopDelay, performance, PerformanceObserver, type RecordableHistogram } from 'node:perf_hooks';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
+import { Session } from 'node:inspector/promises';
 import vm from 'node:vm';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -38,6 +49,10 @@ import { createProviders, providerSettings } from '../../src/providers/index.js'
 import type { Providers } from '../../src/providers/types.js';
 import { TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
+import { WebSocket } from 'ws';
+import { startEchoServer, type EchoServer } from './echo-server.js';
+import { renderChart } from './chart.js';
+import { freePort } from '../../src/net.js';
 
 const TARGET_SERVICE_P99_MS = 10;
 const AUTH_TOKEN = 'bench-auth-token-0123456789';
@@ -54,10 +69,15 @@ interface Options {
   llmMs: number;
   ttsMs: number;
   json: string | null;
+  chart: string | null;
+  baseline: boolean;
+  baselineDurationS: number | null;
+  profile: string | null;
+  replot: string | null;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -73,6 +93,11 @@ function parseOptions(argv: string[]): Options {
       case '--llm-ms': o.llmMs = num(); break;
       case '--tts-ms': o.ttsMs = num(); break;
       case '--json': o.json = value(); break;
+      case '--chart': o.chart = value(); break;
+      case '--no-baseline': o.baseline = false; break;
+      case '--profile': o.profile = value(); break;
+      case '--replot': o.replot = value(); break;
+      case '--baseline-duration': o.baselineDurationS = num(); break;
       case '--sweep': {
         const next = inline ?? argv[i + 1];
         if (next && /^\d+(,\d+)*$/.test(next)) {
@@ -154,9 +179,14 @@ function withLatency(providers: Providers, llmMs: number, ttsMs: number): Provid
 
 type ToCallers =
   | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number }
-  | { type: 'stop' };
+  | { type: 'stop' }
+  | { type: 'echo'; url: string; calls: number; rampMs: number }
+  | { type: 'echo-window' }
+  | { type: 'echo-stop' };
 type FromCallers =
   | { type: 'ready'; url: string }
+  | { type: 'echo-up'; connected: number; failed: number }
+  | { type: 'echo-done'; sent: number; echoed: number; lost: number; late: number; rtt: Percentiles; eventLoopP99Ms: number; errors: string[] }
   | { type: 'progress'; connected: number; failed: number; turns: number }
   | { type: 'all-dialled'; connected: number; failed: number }
   | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number };
@@ -239,9 +269,14 @@ async function callersMain(): Promise<void> {
     }
   };
 
+  const echo = echoCallers(send, until, sleep);
   const callers: Promise<void>[] = [];
   const progress = setInterval(() => send({ type: 'progress', connected, failed, turns }), 1000);
   process.on('message', (m: ToCallers) => {
+    if (m.type === 'echo' || m.type === 'echo-window' || m.type === 'echo-stop') {
+      echo(m);
+      return;
+    }
     if (m.type === 'stop') {
       stopping = true;
       void Promise.all(callers).then(async () => {
@@ -267,6 +302,106 @@ async function callersMain(): Promise<void> {
     })();
   });
   send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+}
+
+/**
+ * The baseline's callers: each opens a media stream to the echo server and sends a 20 ms frame
+ * every 20 ms (what a Twilio caller sends), counting the frames that come back and their round trip.
+ */
+function echoCallers(
+  send: (m: FromCallers) => void,
+  until: (test: () => boolean, timeoutMs: number, what: string) => Promise<void>,
+  sleep: (ms: number) => Promise<unknown>,
+): (m: Extract<ToCallers, { type: 'echo' | 'echo-window' | 'echo-stop' }>) => void {
+  const FRAME_BYTES = 160;
+  const streams: Array<{ ws: WebSocket; timer: NodeJS.Timeout | null; sentAt: Array<[at: number, counted: boolean]> }> = [];
+  const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
+  let rtt: RecordableHistogram = createHistogram();
+  let measuring = false;
+  let connected = 0;
+  let failed = 0;
+  let sent = 0;
+  let echoed = 0;
+  let late = 0;
+  const errors: string[] = [];
+  const open = (url: string, i: number) => {
+    const streamSid = `MZ${randomBytes(16).toString('hex')}`;
+    const ws = new WebSocket(url);
+    const s: (typeof streams)[number] = { ws, timer: null, sentAt: [] };
+    streams.push(s);
+    ws.on('open', () => {
+      connected++;
+      const opened = performance.now();
+      ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
+      ws.send(
+        JSON.stringify({
+          event: 'start',
+          sequenceNumber: '1',
+          streamSid,
+          start: { streamSid, callSid: `CA${randomBytes(16).toString('hex')}`, tracks: ['inbound'], mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 } },
+        }),
+      );
+      s.timer = setInterval(() => {
+        if (ws.readyState !== WebSocket.OPEN) return;
+        const frame = Buffer.alloc(FRAME_BYTES, 0xff);
+        s.sentAt.push([performance.now(), measuring]);
+        if (measuring) sent++;
+        const timestamp = String(Math.round(performance.now() - opened));
+        ws.send(JSON.stringify({ event: 'media', streamSid, media: { track: 'inbound', timestamp, payload: frame.toString('base64') } }));
+      }, 20);
+    });
+    ws.on('message', (data) => {
+      const m = JSON.parse(data.toString()) as { event?: string; media?: { payload?: string } };
+      if (m.event !== 'media' || !m.media?.payload) return;
+      const [at, counted] = s.sentAt.shift() ?? [0, false];
+      if (!counted || !measuring) return;
+      const ms = performance.now() - at;
+      echoed++;
+      rtt.record(Math.max(1, Math.round(ms * 1000)));
+      if (ms > 20) late++;
+    });
+    ws.on('error', (err) => {
+      failed++;
+      if (errors.length < 10) errors.push(`stream ${i}: ${err.message}`);
+    });
+  };
+  const pct = (h: RecordableHistogram): Percentiles => {
+    const q = (p: number) => (h.count ? h.percentile(p) / 1000 : 0);
+    return { count: h.count, p50: q(50), p95: q(95), p99: q(99), max: h.count ? h.max / 1000 : 0, mean: h.count ? h.mean / 1000 : 0 };
+  };
+  return (m) => {
+    if (m.type === 'echo') {
+      void (async () => {
+        for (let i = 0; i < m.calls; i++) {
+          open(m.url, i);
+          await sleep(m.rampMs / m.calls);
+        }
+        await until(() => connected + failed >= m.calls, 60_000, 'every echo stream to open').catch(() => undefined);
+        send({ type: 'echo-up', connected, failed });
+      })();
+    } else if (m.type === 'echo-window') {
+      rtt = createHistogram();
+      sent = echoed = late = 0;
+      eld.enable();
+      eld.reset();
+      measuring = true;
+    } else {
+      void (async () => {
+        for (const s of streams) if (s.timer) clearInterval(s.timer);
+        // frames still on their way back count as echoed if they arrive within half a second
+        await sleep(500);
+        measuring = false;
+        eld.disable();
+        const lost = Math.max(0, sent - echoed);
+        for (const s of streams) s.ws.close();
+        await sleep(200);
+        for (const s of streams) s.ws.terminate();
+        streams.length = 0;
+        send({ type: 'echo-done', sent, echoed, lost, late, rtt: pct(rtt), eventLoopP99Ms: eventLoopLag(eld).p99, errors: errors.splice(0) });
+        connected = failed = 0;
+      })();
+    }
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,6 +436,32 @@ interface StepResult {
   /** 1-minute load average of the machine at the end of the window (other work on the cores). */
   loadAverage: number;
   errors: string[];
+  pass: boolean;
+  /** The bare baseline at the same N (absent with --no-baseline). */
+  baseline?: BaselineResult;
+}
+
+interface BaselineResult {
+  streams: number;
+  connected: number;
+  failed: number;
+  windowS: number;
+  /**
+   * Frames the callers sent in the window, got back, and never got back; frames the server handled
+   * more than 20 ms behind (`late`, its own view, as the service's pacer counts), and frames
+   * whose round trip the callers saw take more than 20 ms (`slowRoundTrip`, both processes' lag).
+   */
+  frames: { sent: number; echoed: number; lost: number; late: number; maxLateMs: number; slowRoundTrip: number };
+  /** Send → echo received, in the callers' process (its own event-loop lag included). */
+  rttMs: Percentiles;
+  eventLoopP99Ms: number;
+  eventLoopMaxMs: number;
+  cpuPercent: number;
+  cpuPercentPerCall: number;
+  jsMbPerCall: number;
+  callersEventLoopP99Ms: number;
+  errors: string[];
+  /** Event-loop lag p99 < 10 ms, every frame back, none handled late, no failed stream. */
   pass: boolean;
 }
 
@@ -387,6 +548,7 @@ async function serverMain(o: Options): Promise<void> {
       `sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
   );
 
+  const echo = o.baseline ? await startEchoServer() : null;
   const results: StepResult[] = [];
   for (let s = 0; s < steps.length; s++) {
     const n = steps[s]!;
@@ -395,23 +557,45 @@ async function serverMain(o: Options): Promise<void> {
       hooksUrl = (await callers.ready).url;
       await setUpAccount(hooksUrl);
     }
+    const baseline = echo ? await runBaseline(n, o, callers, echo) : undefined;
     const result = await runStep(n, o, callers, baseUrl, number, recorder, (on) => (recording = on), () => runtime.calls.liveCount());
+    if (baseline) result.baseline = baseline;
     results.push(result);
     printResult(result);
     // wait until the server has let go of every call before the next step
     const deadline = Date.now() + 30_000;
     while (runtime.calls.liveCount() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    if (o.sweep && !result.pass) break;
+    // a sweep goes one step past the first miss (the chart shows how it degrades), then stops
+    if (o.sweep && !result.pass && results.length >= 2 && !results[results.length - 2]!.pass) break;
+    if (o.sweep && result.failed > 0) break;
   }
 
   if (o.sweep) {
     const passing = results.filter((r) => r.pass).map((r) => r.calls);
+    const baselinePassing = results.filter((r) => r.baseline?.pass).map((r) => r.calls);
     process.stdout.write(
       `\nsweep: ${results.map((r) => `${r.calls} calls → service p99 ${ms(r.latency.serviceMs.p99)} ms, ${r.windowFrames.late} late`).join('; ')}\n` +
-        `largest N with service p99 < ${TARGET_SERVICE_P99_MS} ms and no late frame: ${passing.length ? Math.max(...passing) : 'none'}\n`,
+        `largest N with service p99 < ${TARGET_SERVICE_P99_MS} ms and no late frame: ${passing.length ? Math.max(...passing) : 'none'}\n` +
+        (echo
+          ? `largest N the bare baseline held (loop lag p99 < ${TARGET_SERVICE_P99_MS} ms, every frame back, none handled late): ${baselinePassing.length ? Math.max(...baselinePassing) : 'none'}` +
+            `${baselinePassing.length === results.length ? ' (every step: its limit is above the sweep)' : ''}\n`
+          : ''),
     );
   }
-  if (o.json) writeFileSync(o.json, `${JSON.stringify({ machine, options: o, results }, null, 2)}\n`);
+  const capacity = capacityRatio(results);
+  if (capacity) {
+    process.stdout.write(
+      `\ncapacity against the bare baseline (CPU per call in the measurement window, ${capacity.at} calls): ` +
+        `service ${capacity.serviceCallsPerCore.toFixed(0)} calls per core, baseline ${capacity.baselineCallsPerCore.toFixed(0)}: ` +
+        `${(capacity.ratio * 100).toFixed(0)}% of the baseline\n`,
+    );
+  }
+  if (o.json) writeFileSync(o.json, `${JSON.stringify({ machine, options: o, capacity, results }, null, 2)}\n`);
+  if (o.chart) {
+    writeFileSync(o.chart, chart(results, machine, o));
+    process.stdout.write(`chart written to ${o.chart}\n`);
+  }
+  await echo?.close();
 
   await runtime.close(5_000);
   await app.close();
@@ -426,12 +610,62 @@ async function serverMain(o: Options): Promise<void> {
   process.exitCode = results.some((r) => r.failed > 0) ? 1 : 0;
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
+/**
+ * Calls one core holds = 100% ÷ CPU% per call (the window's CPU over its live calls), for the
+ * service and for the baseline at the largest N the service passed (else the largest measured).
+ */
+function capacityRatio(results: StepResult[]): { at: number; serviceCallsPerCore: number; baselineCallsPerCore: number; ratio: number } | null {
+  const withBaseline = results.filter((r) => r.baseline && r.cpuPercentPerCall > 0 && r.baseline.cpuPercentPerCall > 0);
+  const r = withBaseline.filter((x) => x.pass).at(-1) ?? withBaseline.at(-1);
+  if (!r?.baseline) return null;
+  const serviceCallsPerCore = 100 / r.cpuPercentPerCall;
+  const baselineCallsPerCore = 100 / r.baseline.cpuPercentPerCall;
+  return { at: r.calls, serviceCallsPerCore, baselineCallsPerCore, ratio: serviceCallsPerCore / baselineCallsPerCore };
+}
+
+function chart(results: StepResult[], machine: string, o: Options): string {
+  const pts = (f: (r: StepResult) => number | undefined) =>
+    results.flatMap((r) => {
+      const y = f(r);
+      return y === undefined ? [] : [[r.calls, y] as [number, number]];
+    });
+  return renderChart({
+    title: 'bench:calls: one server process, sandbox providers',
+    subtitle: `${machine}; ${o.durationS} s window per step${o.llmMs || o.ttsMs ? `; +${o.llmMs} ms model, +${o.ttsMs} ms TTS` : ''}`,
+    xLabel: 'concurrent calls',
+    panels: [
+      {
+        title: 'Latency (ms)',
+        yLabel: 'ms',
+        reference: { y: TARGET_SERVICE_P99_MS, label: `target: service share p99 < ${TARGET_SERVICE_P99_MS} ms` },
+        series: [
+          { name: 'service share p99', color: '#1f77b4', points: pts((r) => r.latency.serviceMs.p99) },
+          { name: 'service share p50', color: '#1f77b4', dashed: true, points: pts((r) => r.latency.serviceMs.p50) },
+          { name: 'end of turn → first frame p99', color: '#ff7f0e', points: pts((r) => r.latency.totalMs.p99) },
+          { name: 'service event-loop lag p99', color: '#2ca02c', points: pts((r) => r.eventLoopP99Ms) },
+          { name: 'baseline event-loop lag p99', color: '#7f7f7f', points: pts((r) => r.baseline?.eventLoopP99Ms) },
+          { name: 'baseline echo round trip p99', color: '#7f7f7f', dashed: true, points: pts((r) => r.baseline?.rttMs.p99) },
+        ],
+      },
+      {
+        title: 'CPU of the server process (% of one core)',
+        yLabel: '% of one core',
+        series: [
+          { name: 'service', color: '#1f77b4', points: pts((r) => r.cpuPercent) },
+          { name: 'bare baseline (echo)', color: '#7f7f7f', points: pts((r) => r.baseline?.cpuPercent) },
+        ],
+      },
+      {
+        title: 'Frames late in the window',
+        yLabel: 'frames',
+        reference: { y: 0, label: 'target: none' },
+        series: [
+          { name: 'service (its pacer)', color: '#1f77b4', points: pts((r) => r.windowFrames.late) },
+          { name: 'bare baseline (handled late)', color: '#7f7f7f', points: pts((r) => r.baseline?.frames.late) },
+        ],
+      },
+    ],
+  });
 }
 
 const jsBytes = (m: NodeJS.MemoryUsage) => m.heapUsed + m.external + m.arrayBuffers;
@@ -464,6 +698,57 @@ function startCallers(): CallersProcess {
     child.once('exit', (code) => reject(new Error(`the callers' process exited (${code}) before it was ready`)));
   });
   return { child, ready, on: (h) => handlers.push(h), send: (m) => child.send(m) };
+}
+
+async function runBaseline(n: number, o: Options, callers: CallersProcess, echo: EchoServer): Promise<BaselineResult> {
+  const rampMs = Math.min(2, o.rampS ?? Math.max(2, n / 25)) * 1000;
+  const windowS = o.baselineDurationS ?? Math.min(o.durationS, 10);
+  const up = new Promise<Extract<FromCallers, { type: 'echo-up' }>>((resolve) => callers.on((m) => m.type === 'echo-up' && resolve(m)));
+  const done = new Promise<Extract<FromCallers, { type: 'echo-done' }>>((resolve) => callers.on((m) => m.type === 'echo-done' && resolve(m)));
+  const base = await memoryAfterGc();
+  process.stderr.write(`[${n} calls · bare baseline] opening ${n} echo streams, then a ${windowS} s window\n`);
+  callers.send({ type: 'echo', url: echo.url, calls: n, rampMs });
+  const opened = await up;
+  await new Promise((r) => setTimeout(r, 1_000));
+  const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS });
+  eld.enable();
+  eld.reset();
+  const cpu0 = process.cpuUsage();
+  const started = Date.now();
+  echo.resetLateness();
+  callers.send({ type: 'echo-window' });
+  await new Promise((r) => setTimeout(r, windowS * 1000));
+  const cpu = process.cpuUsage(cpu0);
+  const measuredS = (Date.now() - started) / 1000;
+  const handled = echo.lateness();
+  eld.disable();
+  const live = echo.live();
+  const mem = await memoryAfterGc();
+  callers.send({ type: 'echo-stop' });
+  const final = await done;
+  const deadline = Date.now() + 10_000;
+  while (echo.live() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const cpuPercent = ((cpu.user + cpu.system) / 1000 / (measuredS * 1000)) * 100;
+  const perCall = Math.max(1, live);
+  const lag = eventLoopLag(eld);
+  const result: BaselineResult = {
+    streams: n,
+    connected: opened.connected,
+    failed: opened.failed,
+    windowS: measuredS,
+    frames: { sent: final.sent, echoed: final.echoed, lost: final.lost, late: handled.late, maxLateMs: handled.maxLateMs, slowRoundTrip: final.late },
+    rttMs: final.rtt,
+    eventLoopP99Ms: lag.p99,
+    eventLoopMaxMs: lag.max,
+    cpuPercent,
+    cpuPercentPerCall: cpuPercent / perCall,
+    jsMbPerCall: (jsBytes(mem) - jsBytes(base)) / perCall / 2 ** 20,
+    callersEventLoopP99Ms: final.eventLoopP99Ms,
+    errors: final.errors,
+    pass: false,
+  };
+  result.pass = result.failed === 0 && result.connected === n && lag.p99 < TARGET_SERVICE_P99_MS && final.lost === 0 && handled.late === 0;
+  return result;
 }
 
 async function runStep(
@@ -521,9 +806,20 @@ async function runStep(
     for (const e of list.getEntries()) gcPauses.push(e.duration);
   });
   gcObserver.observe({ entryTypes: ['gc'] });
+  const profiler = o.profile ? new Session() : null;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   windowStart = Date.now();
   phase = 'window';
   await new Promise((r) => setTimeout(r, windowMs));
+  if (profiler && o.profile) {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(o.profile, JSON.stringify(profile));
+    profiler.disconnect();
+  }
   const windowS = (Date.now() - windowStart) / 1000;
   const cpu = process.cpuUsage(cpu0);
   eld.disable();
@@ -582,6 +878,7 @@ function printResult(r: StepResult): void {
   const row = (name: string, p: Percentiles) =>
     `  ${name.padEnd(34)} ${ms(p.p50).padStart(8)} ${ms(p.p95).padStart(8)} ${ms(p.p99).padStart(8)} ${ms(p.max).padStart(8)}`;
   const l = r.latency;
+  const b = r.baseline;
   process.stdout.write(
     [
       '',
@@ -601,6 +898,20 @@ function printResult(r: StepResult): void {
       `  replies the callers' ear could read: ${r.understood} of ${r.callerTurns}; GC in the window: ${r.gc.count} pauses, ${ms(r.gc.totalMs)} ms in all, longest ${ms(r.gc.maxMs)} ms`,
       `  service p99 < ${TARGET_SERVICE_P99_MS} ms with no late frame in the window and no failed call: ${r.pass ? 'yes' : 'NO'}`,
       ...r.errors.map((e) => `  error: ${e}`),
+      ...(b
+        ? [
+            `  bare baseline (media-stream echo) with ${b.streams} streams, ${b.windowS.toFixed(1)} s window: ${b.connected} open, ${b.failed} failed; ` +
+              `frames ${b.frames.sent} sent, ${b.frames.echoed} back, ${b.frames.lost} lost, ${b.frames.late} handled late (max ${ms(b.frames.maxLateMs)} ms)`,
+            `    round trip (callers' view) p50 ${ms(b.rttMs.p50)} / p99 ${ms(b.rttMs.p99)} / max ${ms(b.rttMs.max)} ms, ${b.frames.slowRoundTrip} over 20 ms; ` +
+              `event-loop lag p99 ${ms(b.eventLoopP99Ms)} ms, max ${ms(b.eventLoopMaxMs)} ms (callers' process p99 ${ms(b.callersEventLoopP99Ms)} ms)`,
+            `    CPU ${b.cpuPercent.toFixed(0)}% of one core, ${b.cpuPercentPerCall.toFixed(3)}% per stream; JS heap + buffers ${b.jsMbPerCall.toFixed(3)} MB per stream; held: ${b.pass ? 'yes' : 'NO'}`,
+            `    service against baseline: ${(r.cpuPercentPerCall / b.cpuPercentPerCall).toFixed(1)}× the CPU per call, ` +
+              `capacity ${((b.cpuPercentPerCall / r.cpuPercentPerCall) * 100).toFixed(0)}% of the baseline's ` +
+              `(both take 50 frames/s per call in; the baseline returns ${(b.frames.echoed / Math.max(1, b.connected) / b.windowS).toFixed(0)}/s per stream, ` +
+              `the service sent ${(r.windowFrames.sent / Math.max(1, r.connected) / r.windowS).toFixed(0)}/s per call of replies)`,
+            ...b.errors.map((e) => `    error: ${e}`),
+          ]
+        : []),
       '',
     ].join('\n'),
   );
@@ -612,5 +923,13 @@ const role = process.argv.includes('--role') ? process.argv[process.argv.indexOf
 if (role === 'callers') {
   await callersMain();
 } else {
-  await serverMain(parseOptions(process.argv.slice(2)));
+  const o = parseOptions(process.argv.slice(2));
+  if (o.replot) {
+    const saved = JSON.parse(readFileSync(o.replot, 'utf8')) as { machine: string; options: Options; results: StepResult[] };
+    const out = o.chart ?? o.replot.replace(/\.json$/, '') + '.svg';
+    writeFileSync(out, chart(saved.results, saved.machine, saved.options));
+    process.stdout.write(`chart written to ${out}\n`);
+  } else {
+    await serverMain(o);
+  }
 }

@@ -4,8 +4,7 @@
  * maximum duration, DTMF, pronunciations, the caller hanging up).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SimulatedCall } from '../../src/sim/caller.js';
-import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
 
 let s: CallingServer;
 beforeAll(async () => {
@@ -20,11 +19,6 @@ interface Message {
   content: string;
   node_id: string | null;
 }
-
-const callIdOf = (outcome: Awaited<ReturnType<SimulatedCall['dial']>>) => {
-  if (outcome.kind !== 'connected') throw new Error(`the call was rejected: ${outcome.twiml}`);
-  return outcome.callId;
-};
 
 async function callRecord(callId: string) {
   const got = await s.api('GET', `/calls/${callId}`);

@@ -3,12 +3,22 @@
  * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { receivedMessages, startCallingServer, type CallingServer, frontDesk } from '../helpers/calls.js';
+import { ACCOUNT_SID, receivedMessages, startCallingServer, type CallingServer, frontDesk, transferFlow, eventually } from '../helpers/calls.js';
+import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 import { heardShare } from '../../src/calls/realtime-call.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
 import type { LiveCall } from '../../src/calls/live-call.js';
 import type { RealtimeCall } from '../../src/calls/realtime-call.js';
+
+/** Three reminders: the first after 1 s of silence, the next ones every 3 s. */
+const threeReminders = {
+  messages: ['Are you still there?', 'Hello, can you hear me?', 'Is anybody there?'],
+  final_message: 'I will hang up now, goodbye.',
+  first_check_seconds: 1,
+  interval_seconds: 3,
+  max_attempts: 3,
+};
 
 // Both kinds of call are driven through the same methods (checked by tsc).
 const _pipeline: ActiveCall = null as unknown as LiveCall;
@@ -18,11 +28,7 @@ void _realtime;
 
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await eventually(what, probe, timeoutMs, 20);
 };
 
 describe('heardShare', () => {
@@ -170,7 +176,196 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     expect(first.role).toBe('assistant');
     expect(long.startsWith(first.content)).toBe(true);
     expect(first.content.length).toBeLessThan(long.length);
+    // the engine's history (the saved session) keeps the same heard part of the cut line
+    let stored = await s.runtime.callStore.get(callId);
+    for (let i = 0; i < 100 && stored?.status !== 'ended'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      stored = await s.runtime.callStore.get(callId);
+    }
+    const history = (stored!.engine as { history: { role: string; content: string }[] }).history;
+    expect(history[0]).toMatchObject({ role: 'assistant', content: first.content });
   }, 60_000);
+});
+
+describe('a realtime call transfers and handles silence as a pipeline call does', () => {
+  let s: CallingServer;
+  /** Twilio's REST API, scriptable (slow or failing answers). */
+  let twilioApi: Receiver;
+  const TWILIO_OK = { status: 200, body: { sid: 'CA0', status: 'in-progress' } };
+  beforeAll(async () => {
+    twilioApi = await startReceiver({ default: TWILIO_OK });
+    s = await startCallingServer({ TWILIO_API_BASE: `http://127.0.0.1:${twilioApi.port}` });
+  }, 120_000);
+  afterAll(async () => {
+    await s?.close();
+    await twilioApi?.close();
+  });
+
+  const messagesFor = (callId: string, type: string) => receivedMessages(s.receiver, type).filter((m) => m.call?.id === callId);
+  const reportOf = (callId: string) => eventually(`the report of ${callId}`, () => messagesFor(callId, 'end-of-call-report')[0]);
+  const restRequests = (path: string) =>
+    twilioApi.requests.filter((r) => r.path === path).map((r) => ({ ...r, form: new URLSearchParams(r.body) }));
+
+  describe('a transfer node', () => {
+    /** Dials a realtime assistant, asks for an agent; resolves when the call's Twilio REST request has arrived. */
+    async function askForAnAgent() {
+      const { number } = await s.setUpNumber({
+        assistant: { name: 'Realtime support', llm_config: { provider: 'sandbox-realtime' } },
+        definition: transferFlow,
+      });
+      const call = s.caller(number);
+      const outcome = await call.dial();
+      const callId = outcome.kind === 'connected' ? outcome.callId : '';
+      await call.hear('Acme support');
+      await call.quiet();
+      await call.say('I want to speak to a human agent please.');
+      await call.hear('Connecting you to an agent');
+      const path = `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${call.callSid}.json`;
+      const update = await eventually('the Twilio call update', () => twilioApi.requests.find((r) => r.path === path));
+      return { number, call, callId, path, update };
+    }
+
+    it('keeps the media stream open until Twilio has taken the transfer, then ends with call-transferred', async () => {
+      twilioApi.script({ ...TWILIO_OK, delayMs: 1_500 });
+      const { number, call, callId, path, update } = await askForAnAgent();
+      // closing the stream before Twilio took the new TwiML would drop the caller
+      const closedAt = await eventually('the media stream to close', () => call.closeCode !== null && Date.now(), 20_000);
+      expect(closedAt - update.at).toBeGreaterThanOrEqual(1_400);
+      await call.ended();
+
+      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
+      expect(ended.ended_reason).toBe('call-transferred');
+      expect(messagesFor(callId, 'status-update').map((m) => m.status)).toEqual(['ringing', 'in-progress', 'forwarding', 'ended']);
+      const mine = restRequests(path);
+      expect(mine).toHaveLength(1);
+      expect(mine[0]!.form.get('Twiml')).toContain('>+14155550123</Dial>');
+      expect(mine[0]!.form.get('Twiml')).toContain(`callerId="${number}"`);
+      // the transferred leg is not hung up
+      expect(mine.some((r) => r.form.get('Status') === 'completed')).toBe(false);
+      const report = await reportOf(callId);
+      expect(report).toMatchObject({ ended_reason: 'call-transferred', nodes_visited: ['greeting', 'agent'] });
+      expect(report.errors ?? []).toEqual([]);
+      // the call ended once Twilio had answered, not when the transfer was asked for
+      expect(Date.parse(report.ended_at) - update.at).toBeGreaterThanOrEqual(1_400);
+    }, 60_000);
+
+    it('a transfer Twilio refuses: the call is hung up and ends with pipeline-error-twilio, saying why', async () => {
+      twilioApi.script({ status: 400, body: { code: 21201, message: 'No international permission', status: 400 } });
+      const { callId, path } = await askForAnAgent();
+      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
+      expect(ended.ended_reason).toBe('pipeline-error-twilio');
+      const report = await reportOf(callId);
+      expect(report.ended_reason).toBe('pipeline-error-twilio');
+      expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
+      await eventually('the hang-up', () => restRequests(path).some((r) => r.form.get('Status') === 'completed'));
+      const view = (await s.api('GET', `/calls/${callId}`)).json.call;
+      expect(view).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });
+    }, 60_000);
+  });
+
+  describe('silence', () => {
+    /** When the caller's ear finished hearing the `nth` (0-based) line containing `fragment`. */
+    const heardAt = (call: ReturnType<CallingServer['caller']>, fragment: string, nth = 0) => {
+      const line = call.heard.filter((h) => h.text.includes(fragment))[nth];
+      if (!line) throw new Error(`never heard "${fragment}" (#${nth + 1}); heard: ${call.heardText()}`);
+      return line.at;
+    };
+
+    it('reminds after first_check_seconds, then every interval_seconds, then says the final message and hangs up', async () => {
+      const { number } = await s.setUpNumber({
+        assistant: {
+          name: 'Realtime quiet line',
+          llm_config: { provider: 'sandbox-realtime' },
+          first_message: 'Hi.',
+          speech_config: {
+            silence: {
+              messages: ['Are you still there?', 'Hello, can you hear me?'],
+              final_message: 'I will hang up now, goodbye.',
+              first_check_seconds: 1,
+              interval_seconds: 3,
+              max_attempts: 2,
+            },
+          },
+        },
+      });
+      const call = s.caller(number);
+      const outcome = await call.dial();
+      const callId = outcome.kind === 'connected' ? outcome.callId : '';
+      await call.ended(30_000);
+
+      expect(call.heard.map((h) => h.text)).toEqual([
+        'Hi.',
+        'Are you still there?',
+        'Hello, can you hear me?',
+        'I will hang up now, goodbye.',
+      ]);
+      // each line is heard when it has played: the gap is the silence waited plus the line itself
+      const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
+      const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
+      const final = heardAt(call, 'hang up now') - heardAt(call, 'can you hear me');
+      expect(first).toBeGreaterThanOrEqual(1_000);
+      expect(first).toBeLessThan(2_800);
+      expect(second).toBeGreaterThanOrEqual(3_000);
+      expect(second).toBeLessThan(3_000 + 2_000);
+      expect(final).toBeGreaterThanOrEqual(3_000);
+      expect(final).toBeLessThan(3_000 + 2_000);
+
+      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
+      expect(ended.ended_reason).toBe('silence-timed-out');
+      const report = await reportOf(callId);
+      expect(report.messages.map((m: { content: string }) => m.content)).toEqual([
+        'Hi.',
+        'Are you still there?',
+        'Hello, can you hear me?',
+        'I will hang up now, goodbye.',
+      ]);
+      expect(twilioApi.requests.some((r) => r.path.includes(call.callSid) && new URLSearchParams(r.body).get('Status') === 'completed')).toBe(true);
+    }, 60_000);
+
+    it('the caller speaking starts the count again: the next reminder is the first, after first_check_seconds', async () => {
+      const { number } = await s.setUpNumber({
+        assistant: {
+          name: 'Realtime reminders',
+          llm_config: { provider: 'sandbox-realtime' },
+          first_message: 'Hi.',
+          speech_config: { silence: threeReminders },
+        },
+      });
+      const call = s.caller(number);
+      const outcome = await call.dial();
+      const callId = outcome.kind === 'connected' ? outcome.callId : '';
+      await call.hear('Are you still there');
+      await call.hear('can you hear me');
+      await call.say('What are your opening hours?');
+      await call.hear(/okay|understand/i);
+      await eventually('the first reminder again', () => call.heard.filter((h) => h.text.includes('Are you still there')).length >= 2, 10_000);
+      await call.hangUp();
+
+      // before the caller spoke: first_check_seconds, then interval_seconds
+      const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
+      const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
+      expect(first).toBeGreaterThanOrEqual(1_000);
+      expect(first).toBeLessThan(2_800);
+      expect(second).toBeGreaterThanOrEqual(3_000);
+      // after the reply to the caller: first_check_seconds again, and the first reminder
+      const reply = call.heard.find((h) => /okay|understand/i.test(h.text))!.at;
+      const again = heardAt(call, 'Are you still there', 1) - reply;
+      expect(again).toBeGreaterThanOrEqual(1_000);
+      expect(again).toBeLessThan(2_800);
+      expect(call.heard.map((h) => h.text).filter((t) => t.includes('Is anybody there'))).toEqual([]);
+
+      const report = await reportOf(callId);
+      expect(report.ended_reason).toBe('customer-ended-call');
+      expect(report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`)).toEqual([
+        'assistant: Hi.',
+        'assistant: Are you still there?',
+        'assistant: Hello, can you hear me?',
+        'user: What are your opening hours?',
+        expect.stringMatching(/^assistant: .*(okay|understand)/i),
+        'assistant: Are you still there?',
+      ]);
+    }, 60_000);
+  });
 });
 
 describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
@@ -305,6 +500,79 @@ describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
     expect(toolCalls).toHaveLength(1);
     expect(toolCalls[0].tool_calls[0]).toMatchObject({ id: 'call_hours', name: 'opening_hours', arguments: { day: 'monday' } });
     await call.hangUp();
+  }, 60_000);
+
+  it('a caller transcript that comes after the reply resets the silence count: the next reminder is the first, after first_check_seconds', async () => {
+    // Timeline: "Hi." → 1 s → reminder 1 → 3 s → reminder 2 → the caller speaks (~5.5 s into the
+    // call), the reply plays, and OpenAI's transcript of the caller arrives 1.5 s after the turn.
+    const TURN_AT_BYTES = 44_000; // 5.5 s of caller audio (8 bytes per ms)
+    fake = await startFakeOpenAiRealtime({
+      responses: [
+        { audio: tone(800), transcript: 'Hi.' },
+        { audio: tone(800), transcript: 'Are you still there?' },
+        { audio: tone(800), transcript: 'Hello, can you hear me?' },
+        { audio: tone(800), transcript: 'Are you still there?' },
+      ],
+      turns: [
+        {
+          afterAudioBytes: TURN_AT_BYTES,
+          userTranscript: 'What are your opening hours?',
+          userTranscriptDelayMs: 1_500,
+          response: { audio: tone(800), transcript: 'We are open from nine to five.' },
+        },
+      ],
+    });
+    s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
+    const { number } = await s.setUpNumber({
+      assistant: {
+        name: 'OpenAI reminders',
+        llm_config: { provider: 'openai-realtime' },
+        first_message: 'Hi.',
+        speech_config: { silence: threeReminders },
+      },
+    });
+    const call = s.caller(number);
+    const outcome = await call.dial();
+    const callId = outcome.kind === 'connected' ? outcome.callId : '';
+    const f = fake;
+    const asked = async (n: number) => {
+      const event = await f.waitForEvent('response.create', n, 15_000);
+      return { at: Date.now(), instructions: (event.response as { instructions?: string } | undefined)?.instructions };
+    };
+    const hi = await asked(1);
+    const first = await asked(2);
+    const second = await asked(3);
+    await until(() => (f.connections[0]?.audioBytes ?? 0) >= TURN_AT_BYTES, 'the caller turn', 10_000);
+    const turnAt = Date.now();
+    const again = await asked(4);
+    // the reminder is played to the caller, then the caller hangs up
+    await until(() => (call.frameTimes.at(-1) ?? 0) > again.at, 'the reminder\'s audio', 5_000);
+    await call.quiet();
+    await call.hangUp();
+
+    expect([hi, first, second, again].map((r) => r.instructions)).toEqual([
+      'Say exactly: "Hi."',
+      'Say exactly: "Are you still there?"',
+      'Say exactly: "Hello, can you hear me?"',
+      'Say exactly: "Are you still there?"',
+    ]);
+    // first_check_seconds after the line was heard, then interval_seconds
+    expect(first.at - hi.at).toBeGreaterThanOrEqual(1_000);
+    expect(first.at - hi.at).toBeLessThan(2_500);
+    expect(second.at - first.at).toBeGreaterThanOrEqual(3_000);
+    expect(second.at - first.at).toBeLessThan(4_000);
+    expect(turnAt).toBeGreaterThan(second.at);
+    // the transcript (turn + 1.5 s) starts the count again: first_check_seconds (1 s), not interval_seconds (3 s)
+    expect(again.at - turnAt).toBeGreaterThanOrEqual(2_000);
+    expect(again.at - turnAt).toBeLessThan(3_500);
+
+    await until(() => receivedMessages(s!.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+    expect(report.ended_reason).toBe('customer-ended-call');
+    const lines = report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
+    expect(lines).toContain('user: What are your opening hours?');
+    expect(lines).toContain('assistant: We are open from nine to five.');
+    expect(lines.at(-1)).toBe('assistant: Are you still there?');
   }, 60_000);
 
   it('on speech over the assistant audio: clear to the caller, response.cancel and conversation.item.truncate to the model', async () => {

@@ -14,8 +14,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -32,18 +30,23 @@ import { MemoryCallStore, RedisCallStore, type CallRecord, type CallStatus, type
 import type { CallNotifier } from '../../src/calls/notifier.js';
 import type { Providers } from '../../src/providers/types.js';
 import type { TwilioRest } from '../../src/telephony/twilio/rest.js';
+import { callRecord } from '../helpers/call-record.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import {
   ACCOUNT_SID,
   AUTH_TOKEN,
+  frontDeskWorkflow,
   receivedMessages,
   sandboxAssistant,
   startCallingServer,
   startFakeTwilioRest,
   type CallingServer,
   type FakeTwilioRest,
+  eventually,
+  callIdOf,
 } from '../helpers/calls.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { freePort } from '../../src/net.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const REDIS_DB = 14;
@@ -96,48 +99,12 @@ const envSessions: Record<string, string> = process.env.REDIS_URL && REDIS_URL ?
 // ---------------------------------------------------------------------------------------------
 // small helpers
 
-async function waitFor<T>(what: string, probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-const connectedId = (outcome: Awaited<ReturnType<SimulatedCall['dial']>>) => {
-  expect(outcome.kind).toBe('connected');
-  return outcome.kind === 'connected' ? outcome.callId : '';
-};
-
-const frontDesk = {
-  version: 1,
-  entry_node: 'greeting',
-  global_prompt: 'You are the front desk of Acme Dental.',
-  nodes: [
-    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
-    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
-    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
-  ],
-  edges: [
-    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
-    { from: 'greeting', to: 'bye', description: 'the caller says goodbye or is finished' },
-    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
-  ],
-};
+/** The caller may also say goodbye at the greeting (the graceful-shutdown tests do). */
+const frontDesk = frontDeskWorkflow({ goodbyeFromGreeting: true });
 
 /** Dials, hears the greeting, asks for a booking and hears the booking node's first line. */
 async function callIntoBooking(call: SimulatedCall): Promise<string> {
-  const callId = connectedId(await call.dial());
+  const callId = callIdOf(await call.dial());
   await call.hear('Acme Dental');
   await call.quiet();
   await call.say('I would like to book an appointment please.');
@@ -218,7 +185,7 @@ describe.skipIf(!REDIS_URL)('call sessions in Redis', () => {
     const callId = await callIntoBooking(call);
 
     // the call's media is on A; B reads the session from Redis
-    const seen = await waitFor('B to see the call in the booking node', async () => {
+    const seen = await eventually('B to see the call in the booking node', async () => {
       const got = await getCall(b.app, a.key, callId);
       return got.call?.current_node === 'booking' && got.call.transcript.includes('book an appointment') ? got.call : null;
     });
@@ -232,7 +199,7 @@ describe.skipIf(!REDIS_URL)('call sessions in Redis', () => {
     expect((await getCall(b.app, other.key, callId)).status).toBe(404);
 
     await call.hangUp();
-    const ended = await waitFor('B to see the call ended', async () => {
+    const ended = await eventually('B to see the call ended', async () => {
       const got = await getCall(b.app, a.key, callId);
       return got.call?.status === 'ended' ? got.call : null;
     });
@@ -267,33 +234,18 @@ describe('finalizing calls whose process died', () => {
 
   const record = (patch: Partial<CallRecord>): CallRecord => {
     const started = new Date(Date.now() - 60_000).toISOString();
-    return {
-      id: randomUUID(),
-      organization_id: randomUUID(),
-      type: 'inbound_phone_call',
-      status: 'in-progress',
-      number_id: randomUUID(),
+    return callRecord({
       phone_number: { number: '+15550001111', name: null },
-      customer: { number: '+15005550006' },
       twilio: { call_sid: 'CA1', account_sid: ACCOUNT_SID },
-      assistant_id: null,
-      assistant: {},
-      workflow_id: null,
-      workflow_note: null,
-      definition: null,
-      engine: null,
       current_node: 'booking',
       nodes_visited: ['greeting', 'booking'],
       messages: [{ role: 'user', content: 'I would like to book.', time: started, seconds_from_start: 3, node_id: 'greeting' }],
       created_at: started,
       started_at: started,
-      ended_at: null,
-      ended_reason: null,
-      errors: [],
       worker_id: 'w-dead',
       heartbeat_at: new Date(Date.now() - 30_000).toISOString(),
       ...patch,
-    };
+    });
   };
 
   for (const kind of stores) {
@@ -380,7 +332,7 @@ describe('finalizing calls whose process died', () => {
         const { number } = await s.setUpNumber({ definition: frontDesk });
         const call = s.caller(number);
         const startedAt = Date.now();
-        const callId = connectedId(await call.dial());
+        const callId = callIdOf(await call.dial());
         await call.hear('Acme Dental');
         await call.quiet();
         // older than the threshold below, with at least one heartbeat (every 5 s) behind it
@@ -388,7 +340,7 @@ describe('finalizing calls whose process died', () => {
         // the turn saves the whole session (transcript, node): that save must not turn back its heartbeat
         await call.say('I would like to book an appointment please.');
         await call.hear('book your appointment');
-        const saved = await waitFor('the session to be saved in the booking node', async () => {
+        const saved = await eventually('the session to be saved in the booking node', async () => {
           const r = await shared.get(callId);
           return r?.current_node === 'booking' ? r : null;
         });
@@ -502,12 +454,12 @@ describe('finalizing calls whose process died', () => {
       let output = '';
       a.stdout!.on('data', (d: Buffer) => (output += d.toString()));
       a.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-      await waitFor(`server A to listen (output: ${output})`, () => output.includes('Switchboard is serving on') || a.exitCode !== null, 30_000);
+      await eventually(`server A to listen (output: ${output})`, () => output.includes('Switchboard is serving on') || a.exitCode !== null, 30_000);
       expect(a.exitCode, output).toBeNull();
 
       caller = new SimulatedCall({ baseUrl: `http://127.0.0.1:${port}`, to: number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
       const callId = await callIntoBooking(caller);
-      const live = await waitFor('the session in the booking node', async () => {
+      const live = await eventually('the session in the booking node', async () => {
         const r = await b.runtime.callStore.get(callId);
         return r?.current_node === 'booking' && r.messages.some((m) => m.content.includes('book an appointment')) ? r : null;
       });
@@ -516,13 +468,13 @@ describe('finalizing calls whose process died', () => {
 
       // A dies without a word: no hang-up, no report, no more heartbeats
       a.kill('SIGKILL');
-      await waitFor('A to exit', () => a.signalCode === 'SIGKILL');
+      await eventually('A to exit', () => a.signalCode === 'SIGKILL');
       await caller.ended(10_000);
       expect(caller.closeCode).toBe(1006);
       expect((await b.runtime.callStore.get(callId))!.status).toBe('in-progress');
 
       // B's periodic check, with a 1 s threshold: the call goes stale within one heartbeat period
-      await waitFor(
+      await eventually(
         'B to finalize the call',
         async () => {
           await b.runtime.calls.finalizeStale(1);
@@ -535,7 +487,7 @@ describe('finalizing calls whose process died', () => {
       expect(ended.call).toMatchObject({ status: 'ended', ended_reason: 'worker-lost', current_node: 'booking' });
       expect(ended.call.errors.join()).toMatch(/the process running the call stopped \(w-/);
 
-      const report = await waitFor('the end-of-call-report', () =>
+      const report = await eventually('the end-of-call-report', () =>
         receivedMessages(receiver, 'end-of-call-report').find((m) => m.call.id === callId),
       );
       expect(report).toMatchObject({
@@ -545,7 +497,7 @@ describe('finalizing calls whose process died', () => {
         nodes_visited: ['greeting', 'booking'],
       });
       expect(report.transcript).toContain('book an appointment');
-      const statuses = await waitFor('status-update ended', () => {
+      const statuses = await eventually('status-update ended', () => {
         const mine = receivedMessages(receiver, 'status-update').filter((m) => m.call.id === callId);
         return mine.some((m) => m.status === 'ended') ? mine : null;
       });
@@ -574,7 +526,7 @@ describe('graceful shutdown', () => {
     s = await startCallingServer(envSessions);
     const { number } = await s.setUpNumber({ definition: frontDesk });
     const call = s.caller(number);
-    const callId = connectedId(await call.dial());
+    const callId = callIdOf(await call.dial());
     await call.hear('Acme Dental');
     await call.quiet();
 
@@ -594,10 +546,11 @@ describe('graceful shutdown', () => {
     expect(closedAt - began).toBeLessThan(15_000);
     expect(s.runtime.calls.liveCount()).toBe(0);
 
-    const report = await waitFor('the end-of-call-report', () =>
+    const report = await eventually('the end-of-call-report', () =>
       receivedMessages(s!.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
     );
     expect(report.ended_reason).toBe('assistant-ended-call');
+    expect(report.errors).toBeUndefined();
     expect(report.transcript).toContain('I am finished');
   }, 60_000);
 
@@ -605,7 +558,7 @@ describe('graceful shutdown', () => {
     s = await startCallingServer(envSessions);
     const { number } = await s.setUpNumber({ definition: frontDesk });
     const call = s.caller(number);
-    const callId = connectedId(await call.dial());
+    const callId = callIdOf(await call.dial());
     await call.hear('Acme Dental');
     await call.quiet();
 
@@ -622,15 +575,17 @@ describe('graceful shutdown', () => {
     // and the phone leg was hung up through the telephony API
     expect(s.twilio.requests.some((r) => r.path.includes(call.callSid) && r.form.get('Status') === 'completed')).toBe(true);
 
-    const statuses = await waitFor('status-update ended', () => {
+    const statuses = await eventually('status-update ended', () => {
       const mine = receivedMessages(s!.receiver, 'status-update').filter((m) => m.call.id === callId);
       return mine.some((m) => m.status === 'ended') ? mine : null;
     });
     expect(statuses.map((m: { status: string }) => m.status)).toEqual(['ringing', 'in-progress', 'ended']);
-    const report = await waitFor('the end-of-call-report', () =>
+    const report = await eventually('the end-of-call-report', () =>
       receivedMessages(s!.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
     );
     expect(report.ended_reason).toBe(statuses.at(-1).ended_reason);
+    expect(report.ended_reason).toBe('assistant-ended-call');
+    expect(report.errors).toEqual(['the server shut down: the call was still live after the 1.5 s shutdown grace period']);
     expect(report.transcript).toContain('Acme Dental');
   }, 60_000);
 });

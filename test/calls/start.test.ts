@@ -14,6 +14,7 @@ import {
   sandboxAssistant,
   startCallingServer,
   type CallingServer,
+  eventually,
 } from '../helpers/calls.js';
 import { startReceiver, type Receiver, type ReceiverAnswer, type RecordedRequest } from '../helpers/receiver.js';
 
@@ -38,16 +39,6 @@ afterAll(async () => {
 // helpers
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function eventually<T>(what: string, probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const messagesFor = (receiver: Receiver, callId: string, type?: string) =>
   receivedMessages(receiver, type).filter((m) => m.call?.id === callId);

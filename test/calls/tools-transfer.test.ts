@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../src/webhooks/verify.js';
-import { ACCOUNT_SID, AUTH_TOKEN, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { ACCOUNT_SID, AUTH_TOKEN, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer, eventually } from '../helpers/calls.js';
 import { startReceiver, type Receiver, type ReceiverScript, type RecordedRequest } from '../helpers/receiver.js';
 
 /** The account webhook's secret as `startCallingServer` sets it. */
@@ -29,17 +29,6 @@ afterAll(async () => {
   await twilioApi?.close();
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function eventually<T>(what: string, probe: () => T | undefined | null | false, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const messagesFor = (callId: string, type: string) => receivedMessages(s.receiver, type).filter((m) => m.call?.id === callId);
 const reportOf = (callId: string) => eventually(`the report of ${callId}`, () => messagesFor(callId, 'end-of-call-report')[0]);
@@ -198,16 +187,6 @@ describe("the assistant's own tools", () => {
 });
 
 describe('a transfer node', () => {
-  const transferFlow = {
-    version: 1,
-    entry_node: 'greeting',
-    nodes: [
-      { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme support.', instructions: 'Help the caller.' },
-      { id: 'agent', type: 'transfer', first_line: 'Connecting you to an agent now.', destination: '+14155550123' },
-    ],
-    edges: [{ from: 'greeting', to: 'agent', description: 'the caller wants to speak to a human agent', message: 'Of course.' }],
-  };
-
   /** Dials, asks for an agent; resolves when the call's Twilio REST request has arrived. */
   async function askForAnAgent() {
     const { number } = await s.setUpNumber({ definition: transferFlow });

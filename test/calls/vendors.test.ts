@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedCall } from '../../src/sim/caller.js';
-import { ACCOUNT_SID, AUTH_TOKEN, receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { ACCOUNT_SID, AUTH_TOKEN, frontDesk, receivedMessages, startCallingServer, type CallingServer, eventually } from '../helpers/calls.js';
 import { startFakeDeepgram, type DeepgramFakeScript, type FakeDeepgram } from '../fakes/deepgram.js';
 import { startFakeOpenAiChat, type FakeOpenAiChat, type FakeOpenAiChatScript } from '../fakes/openai-chat.js';
 import { FAKE_ELEVENLABS_KEY, startFakeElevenLabs, textFromAudio, type FakeElevenLabs } from '../fakes/elevenlabs.js';
@@ -46,17 +46,6 @@ afterAll(async () => {
   await elevenlabs?.close();
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function eventually<T>(what: string, probe: () => T | undefined | null | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const vendorAssistant = (extra: Record<string, unknown> = {}) => ({
   name: 'Vendor receptionist',
@@ -135,11 +124,13 @@ describe('a call through Deepgram, OpenAI and ElevenLabs (fakes)', () => {
     expect(socket.query.get('output_format')).toBe('ulaw_8000');
 
     // the call leaves no vendor connection behind
-    await eventually('the Deepgram stream to close', () => dg.closed);
-    await eventually('the ElevenLabs sockets to close', () => elevenlabs.sockets.every((x) => x.closed));
+    await eventually('the Deepgram stream to close', () => dg.closed, 20_000);
+    await eventually('the ElevenLabs sockets to close', () => elevenlabs.sockets.every((x) => x.closed), 20_000);
 
-    const report = await eventually('the report', () =>
-      receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
+    const report = await eventually(
+      'the report',
+      () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
+      20_000,
     );
     expect(report.ended_reason).toBe('customer-ended-call');
     expect(report.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([
@@ -152,21 +143,7 @@ describe('a call through Deepgram, OpenAI and ElevenLabs (fakes)', () => {
   it('the model calls a transition function: the workflow moves and the next node speaks', async () => {
     deepgramHears(CALLER_SAYS);
     openaiScript.completions = [{ toolCalls: [{ name: 'go_to_booking', arguments: '{}' }] }];
-    const definition = {
-      version: 1,
-      entry_node: 'greeting',
-      global_prompt: 'You are the front desk of Acme Dental.',
-      nodes: [
-        { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
-        { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
-        { id: 'bye', type: 'end', first_line: 'Goodbye.' },
-      ],
-      edges: [
-        { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
-        { from: 'booking', to: 'bye', description: 'the caller is finished' },
-      ],
-    };
-    const { number, workflowId } = await s.setUpNumber({ assistant: vendorAssistant(), definition });
+    const { number, workflowId } = await s.setUpNumber({ assistant: vendorAssistant(), definition: frontDesk });
     const call = dial(number);
     const requestsBefore = openai.requests.length;
     const outcome = await call.dial();
@@ -189,8 +166,10 @@ describe('a call through Deepgram, OpenAI and ElevenLabs (fakes)', () => {
     // the booking node's own model run has not happened: one request only
     expect(openai.requests.length).toBe(requestsBefore + 1);
 
-    const report = await eventually('the report', () =>
-      receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
+    const report = await eventually(
+      'the report',
+      () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId),
+      20_000,
     );
     expect(report).toMatchObject({ workflow_id: workflowId, nodes_visited: ['greeting', 'booking'] });
     expect(report.transcript).toContain('Let us book your appointment.');

@@ -124,7 +124,7 @@ describe('conversation nodes', () => {
       ['go_to_human', 'human', 'The caller wants to speak to a person.'],
     ]);
     expect(run.messages).toEqual([
-      { role: 'assistant', content: 'Hello, Acme here.', node_id: 'greeting' },
+      { role: 'assistant', content: 'Hello, Acme here.', node_id: 'greeting', say_id: 'say_1' },
       { role: 'user', content: 'Hi there', node_id: 'greeting' },
     ]);
   });
@@ -379,6 +379,132 @@ describe('end nodes', () => {
   });
 });
 
+describe('a say cut by a barge-in', () => {
+  /** A greeting of two sentences, so that a cut can keep the first. */
+  function twoSentences(): WorkflowDefinition {
+    const d = supportDefinition();
+    d.nodes.find((n) => n.id === 'greeting')!.first_line = 'Hello, Acme here. How can I help you today?';
+    return d;
+  }
+  const cut = (say_id: string, heard: string): CallEvent => ({ type: 'assistant.done_speaking', say_id, heard });
+
+  it('keeps in the history only what the caller heard, and the next model request sees only that', () => {
+    const { session } = start(twoSentences());
+    expect(session.send(cut('say_1', 'Hello, Acme here.'))).toEqual([]);
+    expect(session.history()).toEqual([
+      { role: 'assistant', content: 'Hello, Acme here.', node_id: 'greeting', say_id: 'say_1' },
+    ]);
+    const run = runModel(session.send({ type: 'caller.said', text: 'I need my order' }))!;
+    expect(run.messages.map((m) => [m.role, m.content])).toEqual([
+      ['assistant', 'Hello, Acme here.'],
+      ['user', 'I need my order'],
+    ]);
+  });
+
+  it('drops the line from the history when nothing of it was heard', () => {
+    const { session } = start(twoSentences());
+    expect(session.send(cut('say_1', ''))).toEqual([]);
+    expect(session.history()).toEqual([]);
+    const run = runModel(session.send({ type: 'caller.said', text: 'Hello?' }))!;
+    expect(run.messages).toEqual([{ role: 'user', content: 'Hello?', node_id: 'greeting' }]);
+  });
+
+  it('treats blank heard text as nothing heard, and trims what was heard', () => {
+    const { session } = start(twoSentences());
+    session.send(cut('say_1', '  Hello, Acme here. '));
+    expect(session.history()[0]!.content).toBe('Hello, Acme here.');
+    const other = start(twoSentences()).session;
+    other.send(cut('say_1', ' \n '));
+    expect(other.history()).toEqual([]);
+  });
+
+  it('shortens the right line when the caller spoke after it, and leaves the rest in order', () => {
+    const { session } = start(twoSentences());
+    session.send({ type: 'caller.said', text: 'Where is my order?' });
+    session.send({ type: 'model.chose_transition', function_name: 'go_to_lookup' }); // say_2 'One moment.'
+    session.send({ type: 'caller.said', text: 'wait' });
+    session.send(cut('say_1', 'Hello, Acme here.'));
+    session.send(cut('say_2', ''));
+    expect(session.history().map((m) => [m.role, m.content])).toEqual([
+      ['assistant', 'Hello, Acme here.'],
+      ['user', 'Where is my order?'],
+      ['user', 'wait'],
+    ]);
+  });
+
+  it('does not change a history already handed to the model (run_model messages are shared)', () => {
+    const { session } = start(twoSentences());
+    const run = runModel(session.send({ type: 'caller.said', text: 'Hi' }))!;
+    const seen = JSON.stringify(run.messages);
+    session.send(cut('say_1', ''));
+    expect(JSON.stringify(run.messages)).toBe(seen);
+    expect(session.history()).toHaveLength(1);
+  });
+
+  it('changes only the cut line: not a line played whole, wholly heard, or unknown', () => {
+    const { session } = start(twoSentences());
+    const before = JSON.stringify(session.snapshot());
+    expect(session.send({ type: 'assistant.done_speaking', say_id: 'say_1' })).toEqual([]);
+    expect(session.send(cut('say_1', 'Hello, Acme here. How can I help you today?'))).toEqual([]);
+    // an unknown say_id with heard text is no error: there is nothing of it to shorten
+    expect(session.send(cut('say_99', 'Hello'))).toEqual([]);
+    expect(JSON.stringify(session.snapshot())).toBe(before);
+    session.send(cut('say_1', 'Hello, Acme here.'));
+    expect(JSON.stringify(session.snapshot())).not.toBe(before);
+    expect(session.history().map((m) => m.content)).toEqual(['Hello, Acme here.']);
+  });
+
+  it('keeps the heard part of a cut closing line, and still ends the call', () => {
+    const { session } = start();
+    session.send({ type: 'caller.said', text: 'human' });
+    session.send({ type: 'model.chose_transition', function_name: 'go_to_human' });
+    const commands = session.send({ type: 'model.chose_transition', function_name: 'go_to_operator' });
+    const closing = (commands.at(-1) as SayCommand).say_id;
+    expect(types(session.send(cut(closing, 'Transferring you')))).toEqual(['transfer', 'hang_up']);
+    expect(session.history().at(-1)).toEqual({ role: 'assistant', content: 'Transferring you', node_id: 'operator', say_id: closing });
+  });
+
+  it('survives a save and restore, and a cut after the restore applies too', () => {
+    const { session } = start(twoSentences());
+    session.send(cut('say_1', 'Hello, Acme here.'));
+    session.send({ type: 'caller.said', text: 'Where is my order?' });
+    session.send({ type: 'model.chose_transition', function_name: 'go_to_lookup' }); // say_2
+    const snapshot = JSON.parse(JSON.stringify(session.snapshot()));
+    expect(snapshot.history[0]).toEqual({ role: 'assistant', content: 'Hello, Acme here.', node_id: 'greeting', say_id: 'say_1' });
+    const restored = restoreCallSession(twoSentences(), snapshot);
+    expect(restored.history()).toEqual(session.history());
+    expect(restored.send(cut('say_2', ''))).toEqual(session.send(cut('say_2', '')));
+    expect(restored.history().map((m) => m.content)).toEqual(['Hello, Acme here.', 'Where is my order?']);
+    expect(restored.snapshot()).toEqual(session.snapshot());
+  });
+
+  it('for any cut of any say: that entry holds the heard text (or is gone), every other entry is unchanged', () => {
+    const lines = fc.constantFrom('Hello, Acme here.', 'How can I help?', 'One moment.', '');
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.constant('caller' as const), fc.constant('silence' as const)), { maxLength: 6 }),
+        fc.nat(10),
+        fc.oneof(lines, fc.string({ maxLength: 12 })),
+        (steps, pick, heard) => {
+          const { session } = start(twoSentences(), { silence: { messages: ['Still there?'], max_attempts: 10 } });
+          steps.forEach((step, i) =>
+            session.send(step === 'caller' ? { type: 'caller.said', text: `words ${i}` } : { type: 'timer.silence' }),
+          );
+          const before = [...session.history()];
+          const saysIn = before.filter((m) => m.say_id !== undefined);
+          const target = saysIn[pick % saysIn.length]!;
+          expect(session.send(cut(target.say_id!, heard))).toEqual([]);
+          const expected = before.flatMap((m) =>
+            m !== target ? [m] : heard.trim() === '' ? [] : [{ ...m, content: heard.trim() }],
+          );
+          expect(session.history()).toEqual(expected);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
 describe('call-level events', () => {
   it('hangup ends the call as customer-ended-call, and later events are rejected', () => {
     const { session } = start();
@@ -477,6 +603,10 @@ describe('invalid events', () => {
     ['caller.said with blank text', { type: 'caller.said', text: '  ' }],
     ['dtmf with letters', { type: 'dtmf', digits: 'hello' }],
     ['a numeric say_id', { type: 'assistant.done_speaking', say_id: 3 }],
+    ['a numeric heard', { type: 'assistant.done_speaking', say_id: 'say_1', heard: 3 }],
+    ['a null heard', { type: 'assistant.done_speaking', say_id: 'say_1', heard: null }],
+    ['heard as an array of words', { type: 'assistant.done_speaking', say_id: 'say_1', heard: ['Hello,'] }],
+    ['heard without the say_id of the cut line', { type: 'assistant.done_speaking', heard: 'Hello,' }],
     ['a transition without name', { type: 'model.chose_transition' }],
     ['tool.result without id', { type: 'tool.result', result: 1 }],
     ['tool.failed without error', { type: 'tool.failed', tool_call_id: 'tool_1' }],
@@ -677,22 +807,28 @@ describe('save and restore', () => {
 
 describe('any sequence of events', () => {
   const functionNames = ['go_to_lookup', 'go_to_found', 'go_to_missing', 'go_to_goodbye', 'go_to_human', 'go_to_operator', 'go_to_greeting', 'go_to_silent_end', 'nope'];
-  const eventArb: fc.Arbitrary<CallEvent | { pick: 'tool.result' | 'tool.failed' | 'done' }> = fc.oneof(
+  const eventArb: fc.Arbitrary<CallEvent | { pick: 'tool.result' | 'tool.failed' | 'done' | 'cut'; heard?: string }> = fc.oneof(
     fc.record({ type: fc.constant('caller.said' as const), text: fc.string({ minLength: 1, maxLength: 8 }) }),
     fc.record({ type: fc.constant('dtmf' as const), digits: fc.constantFrom('1', '42#') }),
     fc.record({ type: fc.constant('model.chose_transition' as const), function_name: fc.constantFrom(...functionNames) }),
     fc.record({ type: fc.constant('model.replied' as const), text: fc.string({ maxLength: 8 }) }),
     fc.record({ type: fc.constant('tool.result' as const), tool_call_id: fc.constantFrom('tool_1', 'x'), result: fc.jsonValue() }),
     fc.record({ pick: fc.constantFrom('tool.result' as const, 'tool.failed' as const, 'done' as const) }),
+    fc.record({ pick: fc.constant('cut' as const), heard: fc.constantFrom('', 'Hello,', 'One', ' ') }),
     fc.constant({ type: 'timer.silence' as const }),
     fc.constant({ type: 'assistant.done_speaking' as const }),
     fc.constant({ type: 'hangup' as const }),
   );
 
   // `pick` events answer whatever the call waits for (the pending tool call, the last say).
-  function resolve(session: CallSession, e: CallEvent | { pick: string }): CallEvent {
+  // `cut` cuts the last say still in the history, keeping `heard` of it.
+  function resolve(session: CallSession, e: CallEvent | { pick: string; heard?: string }): CallEvent {
     if (!('pick' in e)) return e;
     const state = session.state();
+    if (e.pick === 'cut') {
+      const say_id = [...session.history()].reverse().find((m) => m.say_id !== undefined)?.say_id ?? 'say_1';
+      return { type: 'assistant.done_speaking', say_id, heard: e.heard ?? '' };
+    }
     if (e.pick === 'done') {
       const lastSay = session.history().length;
       return { type: 'assistant.done_speaking', say_id: `say_${lastSay}` };

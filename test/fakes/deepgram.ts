@@ -14,8 +14,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { fakeTimers, listenLocal, shutDown, trackConnections } from './http.js';
 
 export type DeepgramFakeAction =
   | {
@@ -108,15 +108,10 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
     res.end(JSON.stringify({ err_code: 'NOT_FOUND', err_msg: 'Not found', request_id: randomUUID() }));
   });
   const wss = new WebSocketServer({ noServer: true });
-  const sockets = new Set<Socket>();
-  const timers = new Set<NodeJS.Timeout>();
+  const sockets = trackConnections(server);
+  const { pending: timers, later: laterMs } = fakeTimers();
   const connections: FakeDeepgramConnection[] = [];
   let upgrades = 0;
-
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
 
   const scriptFor = (index: number): DeepgramFakeConnectionScript => {
     if (!script.connections?.length) return script;
@@ -149,11 +144,7 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
       wss.handleUpgrade(req, socket, head, (ws) => serve(ws, req, url.searchParams, conn, connections.length));
     };
     if (!conn.upgradeDelayMs) return accept();
-    const t = setTimeout(() => {
-      timers.delete(t);
-      accept();
-    }, conn.upgradeDelayMs);
-    timers.add(t);
+    laterMs(conn.upgradeDelayMs, accept);
   });
 
   function serve(
@@ -352,10 +343,9 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
     advance();
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { port, url } = await listenLocal(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     wsUrl: `ws://127.0.0.1:${port}`,
     apiKey,
     connections,
@@ -363,13 +353,6 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
       return upgrades;
     },
     openSockets: () => sockets.size,
-    async close() {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-      for (const client of wss.clients) client.terminate();
-      for (const socket of sockets) socket.destroy();
-      wss.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => shutDown(server, { timers, webSockets: wss.clients, connections: sockets, wss }),
   };
 }

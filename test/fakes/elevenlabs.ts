@@ -13,8 +13,16 @@
  * becomes `bytesPerChar` μ-law bytes of that value (see `audioForText`).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  connectionControls,
+  fakeTimers,
+  listenLocal,
+  readBody,
+  shutDown,
+  trackConnections,
+  type FakeConnections,
+} from './http.js';
 
 export interface FakeElevenLabsScript {
   /** The key that is accepted (header `xi-api-key`, or `xi-api-key` in the first message). */
@@ -67,18 +75,12 @@ export interface RecordedHttpRequest {
   body: Record<string, unknown> | null;
 }
 
-export interface FakeElevenLabs {
+export interface FakeElevenLabs extends FakeConnections {
   /** `http://127.0.0.1:<port>`: the value for `ELEVENLABS_API_BASE` and the SDK's `baseUrl`. */
   url: string;
   script: FakeElevenLabsScript;
   sockets: RecordedSocket[];
   httpRequests: RecordedHttpRequest[];
-  /** TCP connections currently open to the fake (HTTP and WebSocket). */
-  openConnections(): number;
-  /** Closes HTTP keep-alive connections that are idle (an SDK's fetch keeps them pooled). */
-  closeIdleHttpConnections(): void;
-  /** Resolves once no connection is open (or rejects after `timeoutMs`). */
-  waitForNoConnections(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -125,19 +127,11 @@ export async function startFakeElevenLabs(
   const script: FakeElevenLabsScript = { ...defaultElevenLabsScript(), ...overrides };
   const sockets: RecordedSocket[] = [];
   const httpRequests: RecordedHttpRequest[] = [];
-  const connections = new Set<Socket>();
-  const pendingTimers = new Set<NodeJS.Timeout>();
+  const { pending: pendingTimers, later: laterMs } = fakeTimers();
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
 
-  const later = (ms: number, fn: () => void): NodeJS.Timeout | undefined => {
-    if (!Number.isFinite(ms)) return undefined;
-    const t = setTimeout(() => {
-      pendingTimers.delete(t);
-      fn();
-    }, ms);
-    pendingTimers.add(t);
-    return t;
-  };
+  /** `Infinity` never runs. */
+  const later = (ms: number, fn: () => void) => (Number.isFinite(ms) ? laterMs(ms, fn) : undefined);
 
   const server: Server = createServer((req, res) => {
     handleHttp(req, res).catch((err: unknown) => {
@@ -145,10 +139,7 @@ export async function startFakeElevenLabs(
       else res.destroy();
     });
   });
-  server.on('connection', (socket) => {
-    connections.add(socket);
-    socket.on('close', () => connections.delete(socket));
-  });
+  const connections = trackConnections(server);
 
   server.on('upgrade', (req, socket, head) => {
     const url = new URL(req.url ?? '/', 'http://fake');
@@ -370,41 +361,15 @@ export async function startFakeElevenLabs(
     res.end();
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-
+  const { url } = await listenLocal(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     script,
     sockets,
     httpRequests,
-    openConnections: () => connections.size,
-    closeIdleHttpConnections: () => server.closeIdleConnections(),
-    async waitForNoConnections(timeoutMs = 2_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (connections.size > 0) {
-        if (Date.now() > deadline) throw new Error(`${connections.size} connection(s) still open to the fake`);
-        await sleep(5);
-      }
-    },
-    async close() {
-      for (const t of pendingTimers) clearTimeout(t);
-      pendingTimers.clear();
-      for (const ws of wss.clients) ws.terminate();
-      for (const socket of connections) socket.destroy();
-      wss.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    ...connectionControls(server, connections),
+    close: () => shutDown(server, { timers: pendingTimers, webSockets: wss.clients, connections, wss }),
   };
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown) {

@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { fakeTimers, listenLocal, readBody, shutDown, trackConnections } from './http.js';
 
 export interface FakeToolCall {
   id?: string;
@@ -83,24 +83,12 @@ export interface FakeOpenAiChat {
 export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Promise<FakeOpenAiChat> {
   const apiKey = script.apiKey === undefined ? 'sk-test' : script.apiKey;
   const requests: FakeChatRequest[] = [];
-  const sockets = new Set<Socket>();
-  const timers = new Set<NodeJS.Timeout>();
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        timers.delete(t);
-        resolve();
-      }, ms);
-      timers.add(t);
-    });
+  const { pending: timers, sleep } = fakeTimers();
 
   const server = createServer((req, res) => {
     void handle(req, res).catch(() => res.destroy());
   });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
+  const sockets = trackConnections(server);
 
   const sendError = (res: ServerResponse, status: number, error: FakeCompletion['error']) => {
     const body = {
@@ -282,19 +270,13 @@ export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Pr
     res.end();
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url } = await listenLocal(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     apiKey,
     requests,
     openSockets: () => sockets.size,
-    async close() {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => shutDown(server, { timers, connections: sockets }),
   };
 }
 
@@ -305,13 +287,4 @@ function split(text: string, parts: number): string[] {
   const out: string[] = [];
   for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
   return out;
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }

@@ -15,11 +15,11 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket, { WebSocketServer } from 'ws';
+import { fakeTimers, listenLocal, shutDown } from './http.js';
 
 export interface FakeFunctionCall {
   name: string;
@@ -51,6 +51,8 @@ export interface FakeTurn {
   speechStops?: boolean;
   /** Sent as `conversation.item.input_audio_transcription.completed` when transcription is on. */
   userTranscript?: string;
+  /** Send the transcript this long after `speech_stopped` (after the reply, as OpenAI can); default at once. */
+  userTranscriptDelayMs?: number;
   /** What the model answers when server VAD creates the response. */
   response?: FakeResponse;
 }
@@ -247,7 +249,7 @@ export async function startFakeOpenAiRealtime(
   const connections: FakeConnection[] = [];
   const refused: Array<{ status: number; reason: string }> = [];
   const sockets = new Set<WebSocket>();
-  const timers = new Set<NodeJS.Timeout>();
+  const { pending: timers, later } = fakeTimers();
 
   const certificate = script.tls ? makeCertificate() : undefined;
   const handler = (_req: IncomingMessage, res: ServerResponse) => {
@@ -258,15 +260,6 @@ export async function startFakeOpenAiRealtime(
     ? createHttpsServer({ key: certificate.key, cert: certificate.cert }, handler)
     : createHttpServer(handler);
   const wss = new WebSocketServer({ noServer: true });
-
-  const later = (ms: number, fn: () => void) => {
-    const t = setTimeout(() => {
-      timers.delete(t);
-      fn();
-    }, ms);
-    timers.add(t);
-    return t;
-  };
 
   function refuse(socket: Duplex, status: number, reason: string, body: unknown) {
     refused.push({ status, reason });
@@ -516,13 +509,16 @@ export async function startFakeOpenAiRealtime(
       send({ type: 'conversation.item.done', previous_item_id: null, item });
       const audio = conn.session.audio as Record<string, Record<string, unknown>> | undefined;
       if (turn.userTranscript !== undefined && isObject(audio?.input?.transcription)) {
-        send({
-          type: 'conversation.item.input_audio_transcription.completed',
-          item_id: userItem,
-          content_index: 0,
-          transcript: turn.userTranscript,
-          usage: { type: 'duration', seconds: Math.max(1, Math.round(ms / 1000)) },
-        });
+        const transcribed = () =>
+          send({
+            type: 'conversation.item.input_audio_transcription.completed',
+            item_id: userItem,
+            content_index: 0,
+            transcript: turn.userTranscript,
+            usage: { type: 'duration', seconds: Math.max(1, Math.round(ms / 1000)) },
+          });
+        if (turn.userTranscriptDelayMs) later(turn.userTranscriptDelayMs, transcribed);
+        else transcribed();
       }
       if (td?.create_response !== false && !active) startResponse(turn.response ?? {});
     }
@@ -687,11 +683,10 @@ export async function startFakeOpenAiRealtime(
     }
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const { url } = await listenLocal(server, certificate ? 'https' : 'http');
 
   const fake: FakeOpenAiRealtime = {
-    url: `${certificate ? 'https' : 'http'}://127.0.0.1:${port}`,
+    url,
     ...(certificate ? { ca: certificate.cert } : {}),
     connections,
     events: allEvents,
@@ -704,13 +699,7 @@ export async function startFakeOpenAiRealtime(
       return waitUntil(() => connections[count - 1], `connection #${count}`, timeoutMs);
     },
     openSockets: () => sockets.size,
-    async close() {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
-      for (const ws of sockets) ws.terminate();
-      wss.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => shutDown(server, { timers, webSockets: sockets, wss }),
   };
 
   function waitUntil<T>(probe: () => T | undefined, what: string, timeoutMs: number): Promise<T> {

@@ -8,7 +8,7 @@
  * so that a 16-bit sample is split between two network chunks. Errors use OpenAI's error body.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { connectionControls, listenLocal, readBody, shutDown, trackConnections, type FakeConnections } from './http.js';
 
 export interface FakeOpenAiTtsScript {
   apiKey: string;
@@ -42,14 +42,11 @@ export interface RecordedSpeechRequest {
   aborted: boolean;
 }
 
-export interface FakeOpenAiTts {
+export interface FakeOpenAiTts extends FakeConnections {
   /** `http://127.0.0.1:<port>`: the value for `OPENAI_API_BASE`; the SDK's `baseURL` is this + `/v1`. */
   url: string;
   script: FakeOpenAiTtsScript;
   requests: RecordedSpeechRequest[];
-  openConnections(): number;
-  closeIdleHttpConnections(): void;
-  waitForNoConnections(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -106,20 +103,14 @@ function wavHeader(dataBytes: number): Buffer {
   return h;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript> = {}): Promise<FakeOpenAiTts> {
   const script: FakeOpenAiTtsScript = { ...defaultOpenAiTtsScript(), ...overrides };
   const requests: RecordedSpeechRequest[] = [];
-  const connections = new Set<Socket>();
 
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => res.destroy());
   });
-  server.on('connection', (socket) => {
-    connections.add(socket);
-    socket.on('close', () => connections.delete(socket));
-  });
+  const connections = trackConnections(server);
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const url = new URL(req.url ?? '/', 'http://fake');
@@ -208,26 +199,13 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
     res.end();
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-
+  const { url } = await listenLocal(server);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     script,
     requests,
-    openConnections: () => connections.size,
-    closeIdleHttpConnections: () => server.closeIdleConnections(),
-    async waitForNoConnections(timeoutMs = 2_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (connections.size > 0) {
-        if (Date.now() > deadline) throw new Error(`${connections.size} connection(s) still open to the fake`);
-        await sleep(5);
-      }
-    },
-    async close() {
-      for (const socket of connections) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    ...connectionControls(server, connections),
+    close: () => shutDown(server, { connections }),
   };
 }
 
@@ -297,14 +275,5 @@ function write(res: ServerResponse, chunk: Buffer): Promise<void> {
       res.on('drain', done);
       res.on('close', done);
     }
-  });
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
   });
 }

@@ -10,9 +10,10 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/index.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
-import { SimulatedCall } from '../../src/sim/caller.js';
+import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
 import { createTestDb, defaultDbKind, type TestDb } from './db.js';
 import { startReceiver, type Receiver } from './receiver.js';
+import { freePort } from '../../src/net.js';
 
 export const AUTH_TOKEN = 'test-auth-token-0123456789';
 export const ACCOUNT_SID = `AC${'a'.repeat(32)}`;
@@ -41,14 +42,6 @@ export async function startFakeTwilioRest(): Promise<FakeTwilioRest> {
     requests,
     close: () => new Promise((r) => server.close(() => r())),
   };
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 export interface CallingServer {
@@ -167,6 +160,31 @@ export async function startCallingServer(env: Record<string, string> = {}): Prom
 }
 
 /** Webhook bodies the receiver got, parsed, optionally of one event type. */
+/** The id of a call that was put through; a rejected call fails the test, with its TwiML. */
+export const callIdOf = (outcome: CallOutcome): string => {
+  if (outcome.kind !== 'connected') throw new Error(`the call was rejected: ${outcome.twiml}`);
+  return outcome.callId;
+};
+
+/**
+ * Polls `probe` (every `pollMs`) until it gives something truthy, and returns that; fails after
+ * `timeoutMs` naming `what` it waited for.
+ */
+export async function eventually<T>(
+  what: string,
+  probe: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  timeoutMs = 15_000,
+  pollMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
 export function receivedMessages(receiver: Receiver, type?: string): any[] {
   return receiver.requests
     .map((r) => {
@@ -179,18 +197,39 @@ export function receivedMessages(receiver: Receiver, type?: string): any[] {
     .filter((m) => m && (!type || m.type === type));
 }
 
-/** A small front-desk workflow: greeting → booking (with an edge message) → goodbye. */
-export const frontDesk = {
+/**
+ * A small front-desk workflow: greeting → booking (with an edge message) → goodbye. With
+ * `goodbyeFromGreeting`, a caller who is finished can also go from the greeting straight to the end.
+ */
+export function frontDeskWorkflow(options: { goodbyeFromGreeting?: boolean } = {}) {
+  const goodbye = { to: 'bye', description: 'the caller says goodbye or is finished' };
+  return {
+    version: 1,
+    entry_node: 'greeting',
+    global_prompt: 'You are the front desk of Acme Dental.',
+    nodes: [
+      { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+      { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
+      { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+    ],
+    edges: [
+      { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+      ...(options.goodbyeFromGreeting ? [{ from: 'greeting', ...goodbye }] : []),
+      { from: 'booking', ...goodbye },
+    ],
+  };
+}
+
+/** The front-desk workflow as most call tests use it (no goodbye from the greeting). */
+export const frontDesk = frontDeskWorkflow();
+
+/** A greeting that hands the caller to a human agent on request (a transfer node). */
+export const transferFlow = {
   version: 1,
   entry_node: 'greeting',
-  global_prompt: 'You are the front desk of Acme Dental.',
   nodes: [
-    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
-    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Book it.' },
-    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme support.', instructions: 'Help the caller.' },
+    { id: 'agent', type: 'transfer', first_line: 'Connecting you to an agent now.', destination: '+14155550123' },
   ],
-  edges: [
-    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
-    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
-  ],
+  edges: [{ from: 'greeting', to: 'agent', description: 'the caller wants to speak to a human agent', message: 'Of course.' }],
 };

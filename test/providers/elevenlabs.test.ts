@@ -1,5 +1,5 @@
 import { ElevenLabsClient, ElevenLabsError } from '@elevenlabs/elevenlabs-js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TtsConfig } from '../../engine/schema.js';
 import { createElevenLabsTts, FRAME_BYTES } from '../../src/providers/tts/elevenlabs.js';
 import { ProviderError, type ProviderSettings, type TtsSession } from '../../src/providers/types.js';
@@ -11,90 +11,23 @@ import {
   textFromAudio,
   type FakeElevenLabs,
 } from '../fakes/elevenlabs.js';
+import { fakeSettings, quietHandles, recorder, sleep, useFake } from '../helpers/tts.js';
 
 let fake: FakeElevenLabs;
-
-beforeAll(async () => {
-  fake = await startFakeElevenLabs();
-});
-afterAll(async () => {
-  await fake.close();
-});
-afterEach(async () => {
-  Object.assign(fake.script, defaultElevenLabsScript());
-  fake.sockets.length = 0;
-  fake.httpRequests.length = 0;
-  fake.closeIdleHttpConnections();
-  await fake.waitForNoConnections();
-});
+useFake(
+  async () => (fake = await startFakeElevenLabs()),
+  (f) => {
+    Object.assign(f.script, defaultElevenLabsScript());
+    f.sockets.length = 0;
+    f.httpRequests.length = 0;
+  },
+);
 
 const VOICE = 'JBFqnCBsd6RMkjVDRZzb';
 const config: TtsConfig = { provider: 'elevenlabs', voice_id: VOICE };
 
 function settings(overrides: Partial<ProviderSettings['elevenlabs']> = {}, timeouts?: ProviderSettings['timeouts']): ProviderSettings {
-  return {
-    deepgram: { baseUrl: 'http://127.0.0.1:9' },
-    openai: { baseUrl: 'http://127.0.0.1:9' },
-    elevenlabs: { baseUrl: fake.url, apiKey: FAKE_ELEVENLABS_KEY, ...overrides },
-    ...(timeouts ? { timeouts } : {}),
-  };
-}
-
-/** Collects what a session reports, with promises for its end. */
-function recorder() {
-  const chunks: Buffer[] = [];
-  const errors: ProviderError[] = [];
-  let doneCount = 0;
-  let resolveEnd!: (outcome: 'done' | ProviderError) => void;
-  const ended = new Promise<'done' | ProviderError>((r) => (resolveEnd = r));
-  let audioWaiters: Array<{ bytes: number; resolve: () => void }> = [];
-  const total = () => chunks.reduce((n, c) => n + c.length, 0);
-  return {
-    chunks,
-    errors,
-    ended,
-    get doneCount() {
-      return doneCount;
-    },
-    audio: () => Buffer.concat(chunks),
-    /** Resolves once at least `bytes` of audio have arrived. */
-    audioAtLeast(bytes: number) {
-      return new Promise<void>((resolve) => {
-        if (total() >= bytes) resolve();
-        else audioWaiters.push({ bytes, resolve });
-      });
-    },
-    events: {
-      onAudio(mulaw: Buffer) {
-        chunks.push(Buffer.from(mulaw));
-        const n = total();
-        audioWaiters = audioWaiters.filter((w) => (n >= w.bytes ? (w.resolve(), false) : true));
-      },
-      onDone() {
-        doneCount++;
-        resolveEnd('done');
-      },
-      onError(err: ProviderError) {
-        errors.push(err);
-        resolveEnd(err);
-      },
-    },
-  };
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/**
- * Sockets and timers alive in this process, read once the test runner's own throttled report
- * timer (100 ms) has gone, so that a difference can only be ours.
- */
-async function quietHandles() {
-  await sleep(150);
-  const info = process.getActiveResourcesInfo();
-  return {
-    timers: info.filter((x) => x === 'Timeout').length,
-    sockets: info.filter((x) => x === 'TCPSocketWrap').length,
-  };
+  return fakeSettings('elevenlabs', { baseUrl: fake.url, apiKey: FAKE_ELEVENLABS_KEY, ...overrides }, timeouts);
 }
 
 describe('ElevenLabs stream-input adapter', () => {

@@ -1,11 +1,11 @@
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { TtsConfig } from '../../engine/schema.js';
 import { mulawDecode, mulawEncode } from '../../src/audio/mulaw.js';
 import { resample } from '../../src/audio/resample.js';
 import { createOpenAiTts, splitSentences, type OpenAiTtsProvider } from '../../src/providers/tts/openai.js';
-import type { ProviderError, ProviderSettings } from '../../src/providers/types.js';
+import type { ProviderSettings } from '../../src/providers/types.js';
 import {
   defaultOpenAiTtsScript,
   FAKE_OPENAI_KEY,
@@ -14,87 +14,25 @@ import {
   toneSamples,
   type FakeOpenAiTts,
 } from '../fakes/openai-tts.js';
+import { fakeSettings, quietHandles, recorder, sleep, useFake } from '../helpers/tts.js';
 
 let fake: FakeOpenAiTts;
 const providers: OpenAiTtsProvider[] = [];
-
-beforeAll(async () => {
-  fake = await startFakeOpenAiTts();
-});
-afterAll(async () => {
-  await fake.close();
-});
-afterEach(async () => {
-  await Promise.all(providers.splice(0).map((p) => p.close()));
-  Object.assign(fake.script, defaultOpenAiTtsScript());
-  fake.requests.length = 0;
-  fake.closeIdleHttpConnections();
-  await fake.waitForNoConnections();
-});
+useFake(
+  async () => (fake = await startFakeOpenAiTts()),
+  async (f) => {
+    await Promise.all(providers.splice(0).map((p) => p.close()));
+    Object.assign(f.script, defaultOpenAiTtsScript());
+    f.requests.length = 0;
+  },
+);
 
 const config: TtsConfig = { provider: 'openai', voice_id: 'alloy' };
 
 function provider(overrides: Partial<ProviderSettings['openai']> = {}, timeouts?: ProviderSettings['timeouts']) {
-  const p = createOpenAiTts({
-    deepgram: { baseUrl: 'http://127.0.0.1:9' },
-    openai: { baseUrl: fake.url, apiKey: FAKE_OPENAI_KEY, ...overrides },
-    elevenlabs: { baseUrl: 'http://127.0.0.1:9' },
-    ...(timeouts ? { timeouts } : {}),
-  });
+  const p = createOpenAiTts(fakeSettings('openai', { baseUrl: fake.url, apiKey: FAKE_OPENAI_KEY, ...overrides }, timeouts));
   providers.push(p);
   return p;
-}
-
-function recorder() {
-  const chunks: Buffer[] = [];
-  const errors: ProviderError[] = [];
-  let doneCount = 0;
-  let resolveEnd!: (outcome: 'done' | ProviderError) => void;
-  const ended = new Promise<'done' | ProviderError>((r) => (resolveEnd = r));
-  let waiters: Array<{ bytes: number; resolve: () => void }> = [];
-  const total = () => chunks.reduce((n, c) => n + c.length, 0);
-  return {
-    chunks,
-    errors,
-    ended,
-    get doneCount() {
-      return doneCount;
-    },
-    audio: () => Buffer.concat(chunks),
-    audioAtLeast(bytes: number) {
-      return new Promise<void>((resolve) => {
-        if (total() >= bytes) resolve();
-        else waiters.push({ bytes, resolve });
-      });
-    },
-    events: {
-      onAudio(mulaw: Buffer) {
-        chunks.push(Buffer.from(mulaw));
-        const n = total();
-        waiters = waiters.filter((w) => (n >= w.bytes ? (w.resolve(), false) : true));
-      },
-      onDone() {
-        doneCount++;
-        resolveEnd('done');
-      },
-      onError(err: ProviderError) {
-        errors.push(err);
-        resolveEnd(err);
-      },
-    },
-  };
-}
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Sockets and timers alive, read once the runner's own throttled report timer (100 ms) is gone. */
-async function quietHandles() {
-  await sleep(150);
-  const info = process.getActiveResourcesInfo();
-  return {
-    timers: info.filter((x) => x === 'Timeout').length,
-    sockets: info.filter((x) => x === 'TCPSocketWrap').length,
-  };
 }
 
 /** Share of the signal's energy at `hz` (Goertzel), 0..1. */

@@ -1,8 +1,9 @@
-/** One-time media-stream tokens, on the in-process store and on Redis. */
+/** One-time media-stream tokens and call records, on the in-process store and on Redis. */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MemoryCallStore, RedisCallStore, type CallStore } from '../../src/calls/store.js';
+import { callRecord } from '../helpers/call-record.js';
 
 const redisUrl = process.env.REDIS_URL;
 const prefix = `sb-test-${randomUUID()}:`;
@@ -39,6 +40,33 @@ describe.each(stores)('stream tokens (%s)', (_name, make) => {
       await store.putStreamToken(callId, 'token', 1);
       await new Promise((r) => setTimeout(r, 1_200));
       expect(await store.consumeStreamToken(callId, 'token')).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe.each(stores)('call records (%s)', (_name, make) => {
+  it('save copies the record before it returns, and saves made in a row land in that order', async () => {
+    const store = make();
+    try {
+      const record = callRecord({ current_node: 'greeting', nodes_visited: ['greeting'] });
+      await store.create(record);
+      // not awaited in between, and the record changed right after each call (as the call ledger does)
+      const saves: Promise<void>[] = [];
+      for (const node of ['hours', 'booking', 'hours', 'goodbye']) {
+        record.current_node = node;
+        record.nodes_visited.push(node);
+        saves.push(store.save(record));
+        record.current_node = 'changed-after-save';
+        record.messages.push({ role: 'user', content: `after ${node}`, time: new Date().toISOString(), seconds_from_start: 0, node_id: node });
+      }
+      await Promise.all(saves);
+      const saved = await store.get(record.id);
+      expect(saved?.current_node).toBe('goodbye');
+      expect(saved?.nodes_visited).toEqual(['greeting', 'hours', 'booking', 'hours', 'goodbye']);
+      // the last save was made before its message was pushed
+      expect(saved?.messages.map((m) => m.content)).toEqual(['after hours', 'after booking', 'after hours']);
     } finally {
       await store.close();
     }

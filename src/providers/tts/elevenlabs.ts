@@ -8,7 +8,6 @@
 import WebSocket from 'ws';
 import { defaultCatalog, findProvider } from '../../../engine/catalog.js';
 import type { TtsConfig } from '../../../engine/schema.js';
-import { MULAW_SILENCE } from '../../audio/mulaw.js';
 import {
   ProviderError,
   type ProviderErrorCode,
@@ -17,12 +16,12 @@ import {
   type TtsProvider,
   type TtsSession,
 } from '../types.js';
+import { DEFAULT_CONNECT_MS, DEFAULT_FIRST_AUDIO_MS, httpError, requireKeyAndVoice, TtsSessionBase, type TtsVendor } from './common.js';
+
+export { FRAME_BYTES } from './common.js';
 
 const PROVIDER = 'elevenlabs';
-/** 20 ms of μ-law at 8 kHz: the frame size the media stream sends. */
-export const FRAME_BYTES = 160;
-const DEFAULT_CONNECT_MS = 10_000;
-const DEFAULT_FIRST_AUDIO_MS = 10_000;
+const VENDOR: TtsVendor = { provider: PROVIDER, name: 'ElevenLabs', keyEnv: 'ELEVENLABS_API_KEY', voiceHint: 'ElevenLabs has no default voice' };
 /**
  * Seconds the vendor keeps a quiet socket open (its default is 20): a reply may pause for a
  * tool call; our own cancel/end closes the socket long before.
@@ -50,13 +49,7 @@ export function createElevenLabsTts(
   return {
     id: PROVIDER,
     async open(config, events, signal) {
-      const apiKey = settings.elevenlabs.apiKey;
-      if (!apiKey) {
-        throw new ProviderError('PROVIDER_AUTH', PROVIDER, 'no ElevenLabs API key configured (ELEVENLABS_API_KEY)');
-      }
-      if (!config.voice_id) {
-        throw new ProviderError('PROVIDER_HTTP_ERROR', PROVIDER, 'tts_config.voice_id is required (ElevenLabs has no default voice)');
-      }
+      const apiKey = requireKeyAndVoice(VENDOR, settings.elevenlabs.apiKey, config.voice_id);
       if (signal?.aborted) throw aborted();
       const url = streamInputUrl(settings.elevenlabs.baseUrl, config, config.model ?? defaultModel, options);
       const session = new ElevenLabsSession(events, {
@@ -110,8 +103,6 @@ export function initMessage(config: TtsConfig, options: ElevenLabsTtsOptions = {
   };
 }
 
-type SessionState = 'connecting' | 'open' | 'ending' | 'done' | 'failed' | 'cancelled';
-
 interface SessionOptions {
   url: string;
   apiKey: string;
@@ -120,25 +111,22 @@ interface SessionOptions {
   init: Record<string, unknown>;
 }
 
-class ElevenLabsSession implements TtsSession {
-  private state: SessionState = 'connecting';
+class ElevenLabsSession extends TtsSessionBase<'connecting'> implements TtsSession {
   private ws: WebSocket | undefined;
   private connectTimer: NodeJS.Timeout | undefined;
   /** Armed while we wait for the vendor (after a flush or the end); any message re-arms or clears it. */
   private audioTimer: NodeJS.Timeout | undefined;
-  private signal: AbortSignal | undefined;
-  private readonly onAbort = () => this.cancel();
   /** Text not yet sent: we send whole words, each message ending with whitespace. */
   private pendingText = '';
   /** Spoken text was sent since the vendor last answered (so an answer is due after a flush). */
   private awaitingAudio = false;
-  /** Bytes of an incomplete frame, kept until the next audio completes it. */
-  private partialFrame: Buffer = Buffer.alloc(0);
 
   constructor(
-    private readonly events: TtsEvents,
+    events: TtsEvents,
     private readonly options: SessionOptions,
-  ) {}
+  ) {
+    super(events, 'connecting');
+  }
 
   connect(signal: AbortSignal | undefined): Promise<void> {
     return new Promise<void>((resolve, reject) => {
@@ -178,8 +166,8 @@ class ElevenLabsSession implements TtsSession {
           if (body.length < 4096) body += chunk;
         });
         res.on('error', () => {});
-        res.on('end', () => settle(httpError(status, body)));
-        res.on('close', () => settle(httpError(status, body)));
+        res.on('end', () => settle(httpError(PROVIDER, status, httpDetail(body))));
+        res.on('close', () => settle(httpError(PROVIDER, status, httpDetail(body))));
       });
       ws.on('error', (err) => {
         if (this.state === 'connecting') {
@@ -199,10 +187,7 @@ class ElevenLabsSession implements TtsSession {
         if (settled) return;
         this.state = 'open';
         this.send(this.options.init);
-        if (signal) {
-          this.signal = signal;
-          signal.addEventListener('abort', this.onAbort, { once: true });
-        }
+        if (signal) this.bindSignal(signal);
         settle();
       });
     });
@@ -237,12 +222,6 @@ class ElevenLabsSession implements TtsSession {
     this.send({ text: '' });
     this.state = 'ending';
     this.armAudioTimer();
-  }
-
-  cancel(): void {
-    if (this.state === 'done' || this.state === 'failed' || this.state === 'cancelled') return;
-    this.state = 'cancelled';
-    this.cleanup();
   }
 
   private sendChunk(text: string, flush: boolean): void {
@@ -300,34 +279,6 @@ class ElevenLabsSession implements TtsSession {
     this.fail(closeError(code, reason, this.state === 'ending'));
   }
 
-  /** Whole frames go out at once; a trailing partial frame waits for the next audio. */
-  private emitAudio(bytes: Buffer): void {
-    const all = this.partialFrame.length > 0 ? Buffer.concat([this.partialFrame, bytes]) : bytes;
-    const whole = all.length - (all.length % FRAME_BYTES);
-    this.partialFrame = Buffer.from(all.subarray(whole));
-    if (whole > 0) this.events.onAudio(all.subarray(0, whole));
-  }
-
-  private finish(): void {
-    if (this.partialFrame.length > 0) {
-      // The last frame is completed with μ-law silence, so that every frame is whole.
-      const last = Buffer.alloc(FRAME_BYTES, MULAW_SILENCE);
-      this.partialFrame.copy(last);
-      this.partialFrame = Buffer.alloc(0);
-      this.events.onAudio(last);
-    }
-    this.state = 'done';
-    this.cleanup();
-    this.events.onDone();
-  }
-
-  private fail(err: ProviderError): void {
-    if (this.state === 'done' || this.state === 'failed' || this.state === 'cancelled') return;
-    this.state = 'failed';
-    this.cleanup();
-    this.events.onError(err);
-  }
-
   private armAudioTimer(): void {
     this.clearAudioTimer();
     this.audioTimer = setTimeout(() => {
@@ -341,13 +292,11 @@ class ElevenLabsSession implements TtsSession {
     this.audioTimer = undefined;
   }
 
-  private cleanup(): void {
+  protected override cleanup(): void {
     this.clearAudioTimer();
     clearTimeout(this.connectTimer);
     this.connectTimer = undefined;
-    this.signal?.removeEventListener('abort', this.onAbort);
-    this.signal = undefined;
-    this.partialFrame = Buffer.alloc(0);
+    super.cleanup();
     this.closeSocket();
   }
 
@@ -384,8 +333,8 @@ function looksLikeAuth(text: string): boolean {
   return /invalid_api_key|api[ _-]?key|unauthori[sz]ed|authenticat|forbidden|permission/i.test(text);
 }
 
-/** The upgrade was answered with an HTTP status instead of 101. */
-function httpError(status: number, body: string): ProviderError {
+/** What the vendor said when the upgrade was answered with an HTTP status instead of 101. */
+function httpDetail(body: string): string {
   let detail = body.trim();
   try {
     const parsed = JSON.parse(body) as { detail?: { message?: string } | string; message?: string };
@@ -394,8 +343,7 @@ function httpError(status: number, body: string): ProviderError {
   } catch {
     // not JSON: keep the text
   }
-  const code: ProviderErrorCode = status === 401 || status === 403 ? 'PROVIDER_AUTH' : 'PROVIDER_HTTP_ERROR';
-  return new ProviderError(code, PROVIDER, `HTTP ${status}${detail ? `: ${detail.slice(0, 300)}` : ''}`, status);
+  return detail.slice(0, 300);
 }
 
 /** An error the vendor reported in a message (`{message, error, code}`), or undefined. */

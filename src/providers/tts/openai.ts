@@ -6,25 +6,16 @@
  */
 import { Agent, request } from 'undici';
 import { defaultCatalog, findProvider } from '../../../engine/catalog.js';
-import { MULAW_SILENCE, mulawEncode } from '../../audio/mulaw.js';
+import { mulawEncode } from '../../audio/mulaw.js';
 import { Resampler } from '../../audio/resample.js';
-import {
-  ProviderError,
-  type ProviderErrorCode,
-  type ProviderSettings,
-  type TtsEvents,
-  type TtsProvider,
-  type TtsSession,
-} from '../types.js';
+import { ProviderError, type ProviderSettings, type TtsEvents, type TtsProvider, type TtsSession } from '../types.js';
+import { DEFAULT_CONNECT_MS, DEFAULT_FIRST_AUDIO_MS, httpError, requireKeyAndVoice, TtsSessionBase, type TtsVendor } from './common.js';
 
 const PROVIDER = 'openai';
+const VENDOR: TtsVendor = { provider: PROVIDER, name: 'OpenAI', keyEnv: 'OPENAI_API_KEY', voiceHint: 'one of the OpenAI voices' };
 /** `response_format: "pcm"` is always this rate. */
 export const OPENAI_PCM_RATE = 24_000;
 const TELEPHONY_RATE = 8_000;
-/** 20 ms of μ-law at 8 kHz: the frame size the media stream sends. */
-const FRAME_BYTES = 160;
-const DEFAULT_CONNECT_MS = 10_000;
-const DEFAULT_FIRST_BYTE_MS = 10_000;
 /** The endpoint's limit on `input`. */
 export const MAX_INPUT_CHARS = 4_096;
 
@@ -36,20 +27,14 @@ export interface OpenAiTtsProvider extends TtsProvider {
 export function createOpenAiTts(settings: ProviderSettings): OpenAiTtsProvider {
   const defaultModel = findProvider(defaultCatalog, 'tts', PROVIDER)?.default_model ?? 'gpt-4o-mini-tts';
   const connectMs = settings.timeouts?.connectMs ?? DEFAULT_CONNECT_MS;
-  const firstByteMs = settings.timeouts?.firstTokenMs ?? DEFAULT_FIRST_BYTE_MS;
+  const firstByteMs = settings.timeouts?.firstTokenMs ?? DEFAULT_FIRST_AUDIO_MS;
   // One pool per provider: keep-alive connections save a TLS handshake per sentence.
   const agent = new Agent({ connect: { timeout: connectMs }, keepAliveTimeout: 30_000 });
   const endpoint = `${settings.openai.baseUrl.replace(/\/+$/, '')}/v1/audio/speech`;
   return {
     id: PROVIDER,
     async open(config, events, signal) {
-      const apiKey = settings.openai.apiKey;
-      if (!apiKey) {
-        throw new ProviderError('PROVIDER_AUTH', PROVIDER, 'no OpenAI API key configured (OPENAI_API_KEY)');
-      }
-      if (!config.voice_id) {
-        throw new ProviderError('PROVIDER_HTTP_ERROR', PROVIDER, 'tts_config.voice_id is required (one of the OpenAI voices)');
-      }
+      const apiKey = requireKeyAndVoice(VENDOR, settings.openai.apiKey, config.voice_id);
       if (signal?.aborted) {
         throw new ProviderError('PROVIDER_ABORTED', PROVIDER, 'cancelled before the session was open');
       }
@@ -93,8 +78,6 @@ export function splitSentences(text: string): string[] {
   return out;
 }
 
-type SessionState = 'open' | 'ending' | 'done' | 'failed' | 'cancelled';
-
 interface SessionOptions {
   endpoint: string;
   agent: Agent;
@@ -103,28 +86,20 @@ interface SessionOptions {
   body: Record<string, unknown>;
 }
 
-class OpenAiTtsSession implements TtsSession {
-  private state: SessionState = 'open';
+class OpenAiTtsSession extends TtsSessionBase implements TtsSession {
   private text = '';
   private readonly queue: string[] = [];
   private pumping = false;
   private inflight: AbortController | undefined;
-  private signal: AbortSignal | undefined;
-  private readonly onAbort = () => this.cancel();
   private readonly resampler = new Resampler(OPENAI_PCM_RATE, TELEPHONY_RATE);
   /** The first byte of a 16-bit sample split across two network chunks. */
   private oddByte = -1;
-  /** μ-law bytes of an incomplete frame, kept until the next audio completes it. */
-  private partialFrame: Buffer = Buffer.alloc(0);
 
   constructor(
-    private readonly events: TtsEvents,
+    events: TtsEvents,
     private readonly options: SessionOptions,
-  ) {}
-
-  bindSignal(signal: AbortSignal): void {
-    this.signal = signal;
-    signal.addEventListener('abort', this.onAbort, { once: true });
+  ) {
+    super(events, 'open');
   }
 
   sendText(text: string): void {
@@ -142,12 +117,6 @@ class OpenAiTtsSession implements TtsSession {
     this.enqueueBuffered();
     this.state = 'ending';
     if (!this.pumping) this.finish();
-  }
-
-  cancel(): void {
-    if (this.state === 'done' || this.state === 'failed' || this.state === 'cancelled') return;
-    this.state = 'cancelled';
-    this.cleanup();
   }
 
   private enqueueBuffered(): void {
@@ -197,7 +166,7 @@ class OpenAiTtsSession implements TtsSession {
       });
       if (res.statusCode < 200 || res.statusCode >= 300) {
         const text = await res.body.text().catch(() => '');
-        throw httpError(res.statusCode, text);
+        throw httpError(PROVIDER, res.statusCode, httpDetail(text));
       }
       const type = String(res.headers['content-type'] ?? '');
       if (/^(application\/json|text\/)/i.test(type)) {
@@ -240,48 +209,26 @@ class OpenAiTtsSession implements TtsSession {
 
   private emitPcm(pcm8k: Int16Array): void {
     if (pcm8k.length === 0 || !this.live) return;
-    const mulaw = mulawEncode(pcm8k);
-    const all = this.partialFrame.length > 0 ? Buffer.concat([this.partialFrame, mulaw]) : mulaw;
-    const whole = all.length - (all.length % FRAME_BYTES);
-    this.partialFrame = Buffer.from(all.subarray(whole));
-    if (whole > 0) this.events.onAudio(all.subarray(0, whole));
+    this.emitAudio(mulawEncode(pcm8k));
   }
 
-  private finish(): void {
+  protected override finish(): void {
     if (this.state !== 'ending') return;
-    if (this.partialFrame.length > 0) {
-      // The last frame is completed with μ-law silence, so that every frame is whole.
-      const last = Buffer.alloc(FRAME_BYTES, MULAW_SILENCE);
-      this.partialFrame.copy(last);
-      this.partialFrame = Buffer.alloc(0);
-      this.events.onAudio(last);
-    }
-    this.state = 'done';
-    this.cleanup();
-    this.events.onDone();
+    super.finish();
   }
 
-  private fail(err: ProviderError): void {
-    if (!this.live) return;
-    this.state = 'failed';
-    this.cleanup();
-    this.events.onError(err);
-  }
-
-  private cleanup(): void {
+  protected override cleanup(): void {
     this.queue.length = 0;
     this.text = '';
-    this.partialFrame = Buffer.alloc(0);
-    this.signal?.removeEventListener('abort', this.onAbort);
-    this.signal = undefined;
+    super.cleanup();
     // Aborting destroys the request's body and its socket: the vendor stops at once.
     this.inflight?.abort();
     this.inflight = undefined;
   }
 }
 
-/** A non-2xx answer, with OpenAI's `{error: {message, type, code}}` when there is one. */
-function httpError(status: number, body: string): ProviderError {
+/** What a non-2xx answer says: OpenAI's `{error: {message, type, code}}` when there is one. */
+function httpDetail(body: string): string {
   let detail = body.trim().slice(0, 300);
   try {
     const parsed = JSON.parse(body) as { error?: { message?: string; code?: string | null } };
@@ -289,8 +236,7 @@ function httpError(status: number, body: string): ProviderError {
   } catch {
     // not JSON: keep the text
   }
-  const code: ProviderErrorCode = status === 401 || status === 403 ? 'PROVIDER_AUTH' : 'PROVIDER_HTTP_ERROR';
-  return new ProviderError(code, PROVIDER, `HTTP ${status}${detail ? `: ${detail}` : ''}`, status);
+  return detail;
 }
 
 /** undici's errors, by their stable codes. */

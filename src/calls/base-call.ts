@@ -1,0 +1,340 @@
+/**
+ * What a pipeline call (`LiveCall`) and a realtime call (`RealtimeCall`) do alike, beside the
+ * ledger's bookkeeping: their set-up (the assistant and workflow of the record, the ledger, the
+ * pacer timed for turn latency), the engine session and the commands both carry out the same way
+ * (tool nodes, hang-up), the silence timers, a provider failure, the end of the call, and the
+ * latency of a caller's turn. Each subclass talks to the caller its own way.
+ */
+import type { Logger } from 'pino';
+import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
+import type { CallEvent } from '../../engine/compile.js';
+import type { EffectiveAssistant } from '../../engine/assistant.js';
+import type { WorkflowDefinition } from '../../engine/schema.js';
+import type { Providers, ProviderError } from '../providers/types.js';
+import type { ActiveCall } from './active-call.js';
+import { CallLedger } from './ledger.js';
+import type { CallNotifier, ToolCallOutcome } from './notifier.js';
+import { OutboundPacer, type OutboundSink } from './outbound.js';
+import type { CallRecord, CallStore } from './store.js';
+import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
+
+export interface LiveCallDeps {
+  providers: Providers;
+  notifier: CallNotifier;
+  store: CallStore;
+  logger: Logger;
+  /** Ends the telephony leg (hang-up) or moves it (transfer). */
+  telephony: {
+    hangUp(call: CallRecord): Promise<void>;
+    transfer(call: CallRecord, destination: string): Promise<void>;
+  };
+  onTurnLatency?(latency: TurnLatency): void;
+  /** Called once the call has ended and everything is released. */
+  onEnded?(call: CallRecord): void;
+}
+
+export interface MediaChannel extends OutboundSink {
+  /** Closes the media connection (the call is over on our side). */
+  close(): void;
+}
+
+/** A call with no workflow runs the assistant alone: one conversation node, first_message first. */
+export function assistantOnlyDefinition(assistant: EffectiveAssistant): WorkflowDefinition {
+  const system = (assistant.llm_config.messages ?? [])
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n\n');
+  return {
+    version: 1,
+    entry_node: 'assistant',
+    global_prompt: system,
+    nodes: [
+      {
+        id: 'assistant',
+        type: 'conversation',
+        ...(assistant.first_message ? { first_line: assistant.first_message } : {}),
+      },
+    ],
+    edges: [],
+  };
+}
+
+/** Latency marks of the caller's turn whose first reply frame has not left yet. */
+export type PendingTurn = Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean };
+
+/** What the event behind a batch of commands tells about them (the key pressed). */
+export interface CommandHint {
+  dtmf?: string;
+}
+
+/** The commands each kind of call carries out its own way (the others are carried out here). */
+export type OwnCommand = Exclude<Command, { type: 'call_tool' | 'hang_up' | 'event_rejected' }>;
+
+export abstract class BaseCall implements ActiveCall {
+  readonly record: CallRecord;
+  protected readonly log: Logger;
+  protected readonly assistant: EffectiveAssistant;
+  protected readonly definition: WorkflowDefinition;
+  protected session!: CallSession;
+  protected readonly ledger: CallLedger;
+  /** Every frame to the caller; the first one of a reply closes the latency of its turn. */
+  protected readonly pacer: OutboundPacer;
+  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
+  protected turn: PendingTurn | null = null;
+  protected ended = false;
+  /** Silence prompts since the caller last gave input: after the first, `interval_seconds` apply. */
+  protected silencePrompts = 0;
+  /** The transfer under way: `null` once it succeeded, else the ended reason its failure gives. */
+  protected transferring: Promise<string | null> | null = null;
+  private silenceTimer: NodeJS.Timeout | null = null;
+  private silenceHardTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    record: CallRecord,
+    protected readonly media: MediaChannel,
+    protected readonly deps: LiveCallDeps,
+    logBindings: Record<string, unknown> = {},
+  ) {
+    this.record = record;
+    this.assistant = record.assistant as unknown as EffectiveAssistant;
+    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
+    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, ...logBindings });
+    this.ledger = new CallLedger(record, {
+      store: deps.store,
+      notifier: deps.notifier,
+      log: this.log,
+      gdprMode: this.assistant.gdpr_mode,
+      ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
+    });
+    this.pacer = new OutboundPacer(
+      deps.onTurnLatency
+        ? {
+            sendFrame: (frame) => {
+              media.sendFrame(frame);
+              if (this.turn?.audioStarted) this.turnDone();
+            },
+            sendMark: (name) => media.sendMark(name),
+            sendClear: () => media.sendClear(),
+          }
+        : media,
+    );
+  }
+
+  abstract start(resumeFrom?: Record<string, unknown>): Promise<void>;
+  abstract audio(mulaw: Buffer): void;
+  abstract dtmf(digit: string): void;
+  abstract mark(name: string): void;
+
+  /** The caller hung up (stream `stop` or the socket closed). */
+  callerHungUp(): void {
+    if (this.ended) return;
+    this.session?.send({ type: 'hangup' });
+    void this.end('customer-ended-call', { hangUp: false });
+  }
+
+  /** Ends the call from outside (shutdown grace over, worker decisions). */
+  async terminate(reason: string, note?: string): Promise<void> {
+    if (note && !this.ended) this.ledger.record.errors.push(note);
+    await this.end(reason, { hangUp: true });
+  }
+
+  isEnded(): boolean {
+    return this.ended;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // what each kind of call does its own way
+
+  /** Carries out `say`, `set_provider_overrides`, `run_model` and `transfer`. */
+  protected abstract perform(command: OwnCommand, hint: CommandHint): void;
+
+  /** Nothing of ours is still to be heard and the caller is not speaking: silence counts. */
+  protected abstract silenceCounts(): boolean;
+
+  /** Stops what the call runs (model, speech, its own timers) and closes its providers. */
+  protected abstract release(): Promise<void>;
+
+  /** The engine's session for the record (saved as it goes and at the end), once it counts. */
+  protected engineSession(): CallSession | null {
+    return this.session ?? null;
+  }
+
+  /** `max_duration_seconds` has passed. */
+  protected maxDurationReached(): void {
+    this.dispatch({ type: 'timer.max_duration' });
+  }
+
+  /** The provider a failure that names none is put down to (`pipeline-error-<provider>`). */
+  protected unnamedProvider(): string {
+    return 'unknown';
+  }
+
+  /** How long the first silence check waits once armed. */
+  protected firstSilenceCheckSeconds(): number {
+    const policy = this.assistant.speech_config.silence;
+    return this.silencePrompts === 0 ? policy.first_check_seconds : policy.interval_seconds;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // engine
+
+  /** Creates (or restores) the engine session and arms `max_duration_seconds`. */
+  protected startSession(resumeFrom?: Record<string, unknown>) {
+    const options = {
+      tools: this.assistant.llm_config.tools ?? [],
+      end_call_message: this.assistant.speech_config.end_call_message,
+      silence: {
+        messages: this.assistant.speech_config.silence.messages,
+        final_message: this.assistant.speech_config.silence.final_message,
+        max_attempts: this.assistant.speech_config.silence.max_attempts,
+      },
+    };
+    this.session = resumeFrom
+      ? restoreCallSession(this.definition, resumeFrom as never, options)
+      : createCallSession(this.definition, options);
+    this.ledger.timer(this.assistant.max_duration_seconds * 1000, () => this.maxDurationReached());
+    return options;
+  }
+
+  protected dispatch(event: CallEvent): void {
+    if (this.ended) return;
+    this.carryOut(this.session.send(event));
+  }
+
+  protected carryOut(commands: Command[], hint: CommandHint = {}): void {
+    for (const command of commands) {
+      this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
+      if (this.ended) return;
+      switch (command.type) {
+        case 'call_tool':
+          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
+          break;
+        case 'hang_up':
+          void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
+          break;
+        case 'event_rejected':
+          this.log.debug({ rejected: command }, 'engine ignored an event');
+          break;
+        default:
+          this.perform(command, hint);
+      }
+    }
+    this.ledger.persistSoon(() => this.engineSession());
+  }
+
+  private async callToolNode(
+    toolCallId: string,
+    name: string,
+    url: string,
+    args: Record<string, unknown>,
+    nodeId: string,
+  ): Promise<void> {
+    const [outcome] = await this.deps.notifier.toolCalls(this.record, [{ id: toolCallId, name, arguments: args }], { url, nodeId });
+    if (this.ended) return;
+    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: toolCallId, result: outcome.result });
+    else this.dispatch({ type: 'tool.failed', tool_call_id: toolCallId, error: outcome?.error ?? 'no result' });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // silence
+
+  /** Silence checks (`speech_config.silence`) and the hard `silence_timeout_seconds`, while the engine waits for the caller. */
+  protected armSilence(): void {
+    if (this.ended || !this.session || !this.silenceCounts() || this.session.state().awaiting !== 'caller') return;
+    this.disarmSilence();
+    const policy = this.assistant.speech_config.silence;
+    const fire = (nextMs: number) => {
+      this.silenceTimer = setTimeout(() => {
+        this.silenceTimer = null;
+        if (!this.silenceCounts()) return;
+        this.silencePrompts++;
+        this.dispatch({ type: 'timer.silence' });
+        if (!this.ended) fire(policy.interval_seconds * 1000);
+      }, nextMs);
+    };
+    fire(this.firstSilenceCheckSeconds() * 1000);
+    this.silenceHardTimer = setTimeout(() => {
+      this.silenceHardTimer = null;
+      void this.end('silence-timed-out', { hangUp: true });
+    }, this.assistant.silence_timeout_seconds * 1000 + policy.max_attempts * policy.interval_seconds * 1000);
+  }
+
+  protected disarmSilence(): void {
+    if (this.silenceTimer) clearTimeout(this.silenceTimer);
+    if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
+    this.silenceTimer = null;
+    this.silenceHardTimer = null;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // provider failure, transfer and end
+
+  protected providerFailed(err: ProviderError | Error): void {
+    if (this.ended) return;
+    const provider = (err as ProviderError).provider ?? this.unnamedProvider();
+    this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
+    this.record.errors.push(`${provider}: ${err.message}`);
+    void this.end(`pipeline-error-${provider}`, { hangUp: true });
+  }
+
+  /** Moves the call (`forwarding`); resolves to `null` once done, else the ended reason its failure gives. */
+  protected async transfer(destination: string): Promise<string | null> {
+    this.record.status = 'forwarding';
+    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
+    try {
+      await this.deps.telephony.transfer(this.record, destination);
+      return null;
+    } catch (err) {
+      this.log.error({ err }, 'transfer failed');
+      this.record.errors.push(`transfer: ${(err as Error).message}`);
+      return `pipeline-error-${(err as { provider?: string }).provider ?? 'telephony'}`;
+    }
+  }
+
+  protected async end(reason: string, options: { hangUp: boolean }): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.disarmSilence();
+    this.ledger.clearTimers();
+    await this.release();
+    this.session?.stop();
+    if (reason === 'call-transferred' && this.transferring) {
+      // closing the stream before the telephony provider took the transfer would drop the caller
+      const failure = await this.transferring;
+      if (failure) [reason, options] = [failure, { hangUp: true }];
+    }
+    if (options.hangUp) {
+      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
+        this.log.warn({ err }, 'hang-up through the telephony API failed');
+      });
+    }
+    this.media.close();
+    await this.ledger.close(reason, this.engineSession());
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // turn latency
+
+  /** The first frame of the reply to the caller's turn left: the turn's latency is complete. */
+  private turnDone(): void {
+    const turn = this.turn;
+    this.turn = null;
+    if (!turn || !this.deps.onTurnLatency) return;
+    const { nodeId, audioStarted: _a, ...marks } = turn;
+    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
+    this.deps.onTurnLatency({
+      callId: this.record.id,
+      nodeId,
+      ...complete,
+      ...splitTurnLatency(complete),
+      outbound: { ...this.pacer.stats },
+    });
+  }
+}
+
+/** A tool's outcome as the model reads it: its result (JSON unless a string), or `{"error": …}`. */
+export function toolOutput(outcome: ToolCallOutcome | undefined): string {
+  if (!outcome) return JSON.stringify({ error: 'no result' });
+  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
+  return JSON.stringify({ error: outcome.error });
+}
