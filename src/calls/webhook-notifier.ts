@@ -30,6 +30,13 @@ const context = (call: Pick<CallRecord, 'id' | 'type' | 'status' | 'phone_number
 });
 
 export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
+  /**
+   * The last status-update or report of each call still being queued. Each waits for the one before
+   * it: a message looks up the number and account before it is queued, and without the chain a
+   * slow lookup for `forwarding` could let `ended` reach the queue (and the customer) first.
+   */
+  private readonly tails = new Map<string, Promise<void>>();
+
   constructor(
     private readonly webhooks: WebhookService,
     private readonly store: Store,
@@ -46,15 +53,41 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     return { number, account, assistant: assistant.webhook_url !== undefined ? assistant : null };
   }
 
-  async statusUpdate(
+  /** Runs `queue` for a call after everything queued for it before: its messages keep the order of the calls made here. */
+  private inOrder(callId: string, queue: () => Promise<void>): Promise<void> {
+    const previous = this.tails.get(callId) ?? Promise.resolve();
+    const tail = previous.then(queue);
+    this.tails.set(callId, tail);
+    void tail.finally(() => {
+      if (this.tails.get(callId) === tail) this.tails.delete(callId);
+    });
+    return tail;
+  }
+
+  /** Calls whose messages are still being queued (for tests). */
+  get pending(): number {
+    return this.tails.size;
+  }
+
+  statusUpdate(
     call: CallRecord,
     status: CallStatus,
     extra: { ended_reason?: string; errors?: string[]; destination?: string } = {},
   ): Promise<void> {
+    // the message describes the call as it is now, not as it is once its turn to be queued comes
+    const snapshot = { ...call, status };
+    return this.inOrder(call.id, () => this.queueStatusUpdate(snapshot, status, extra));
+  }
+
+  private async queueStatusUpdate(
+    call: CallRecord,
+    status: CallStatus,
+    extra: { ended_reason?: string; errors?: string[]; destination?: string },
+  ): Promise<void> {
     try {
       const { number, account, assistant } = await this.levels(call);
       const target = resolveWebhookTarget({ event: 'status-update', assistant, number, account });
-      const body = statusUpdateMessage(context({ ...call, status }), {
+      const body = statusUpdateMessage(context(call), {
         status,
         ended_reason: (extra.ended_reason ?? null) as EndedReason | null,
       });
@@ -67,7 +100,11 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     }
   }
 
-  async endOfCallReport(call: CallRecord): Promise<void> {
+  endOfCallReport(call: CallRecord): Promise<void> {
+    return this.inOrder(call.id, () => this.queueEndOfCallReport(call));
+  }
+
+  private async queueEndOfCallReport(call: CallRecord): Promise<void> {
     try {
       const { number, account, assistant } = await this.levels(call);
       const target = resolveWebhookTarget({ event: 'end-of-call-report', assistant, number, account });
