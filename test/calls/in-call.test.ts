@@ -1,10 +1,10 @@
 /**
  * What happens during a call, end to end: a simulated caller against the real server with the
- * sandbox providers (closing lines and recording consent that cannot be cut, silence reminders,
- * maximum duration, DTMF, pronunciations, the caller hanging up).
+ * sandbox providers (closing lines and recording consent that cannot be cut, silence reminders on
+ * both kinds of call, maximum duration, DTMF, pronunciations, the caller hanging up).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
+import { callKinds, eventually, receivedMessages, sandboxAssistant, silenceReminders, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
 
 let s: CallingServer;
 beforeAll(async () => {
@@ -106,58 +106,80 @@ describe('lines that cannot be interrupted', () => {
   }, 60_000);
 });
 
-describe('silence', () => {
+describe.each(callKinds)('silence ($kind call)', ({ assistant }) => {
+  /** When the caller's ear finished hearing the `nth` (0-based) line containing `fragment`. */
+  const heardAt = (call: ReturnType<CallingServer['caller']>, fragment: string, nth = 0) => {
+    const line = call.heard.filter((h) => h.text.includes(fragment))[nth];
+    if (!line) throw new Error(`never heard "${fragment}" (#${nth + 1}); heard: ${call.heardText()}`);
+    return line.at;
+  };
+  // each line is heard when it has played: a gap is the silence waited plus the line itself
+  const FIRST_CHECK = [1_000, 1_000 + 2_500] as const;
+  const INTERVAL = [3_000, 3_000 + 2_500] as const;
+
   it('reminds after first_check_seconds, then every interval_seconds, then says the final message and hangs up', async () => {
     const { number } = await s.setUpNumber({
-      assistant: sandboxAssistant({
-        first_message: 'Hi.',
-        speech_config: {
-          silence: {
-            messages: ['Are you still there?', 'Hello, can you hear me?'],
-            final_message: 'I will hang up now, goodbye.',
-            first_check_seconds: 1,
-            interval_seconds: 2,
-            max_attempts: 2,
-          },
-        },
-      }),
+      assistant: assistant({ first_message: 'Hi.', speech_config: { silence: silenceReminders(2) } }),
     });
     const call = s.caller(number);
     const callId = callIdOf(await call.dial());
     await call.ended(30_000);
 
-    const at = (fragment: string) => {
-      const line = call.heard.find((h) => h.text.includes(fragment));
-      if (!line) throw new Error(`never heard "${fragment}"; heard: ${call.heardText()}`);
-      return line.at;
-    };
-    expect(call.heard.map((h) => h.text)).toEqual([
-      'Hi.',
-      'Are you still there?',
-      'Hello, can you hear me?',
-      'I will hang up now, goodbye.',
-    ]);
-    // each line is heard when it has played: the gap is the silence waited plus the line itself
-    const first = at('Are you still there') - at('Hi.');
-    const second = at('can you hear me') - at('Are you still there');
-    const final = at('hang up now') - at('can you hear me');
-    expect(first).toBeGreaterThanOrEqual(1000);
-    expect(first).toBeLessThan(1000 + 2500);
-    expect(second).toBeGreaterThanOrEqual(2000);
-    expect(second).toBeLessThan(2000 + 2500);
-    expect(final).toBeGreaterThanOrEqual(2000);
-    expect(final).toBeLessThan(2000 + 2500);
+    const said = ['Hi.', 'Are you still there?', 'Hello, can you hear me?', 'I will hang up now, goodbye.'];
+    expect(call.heard.map((h) => h.text)).toEqual(said);
+    const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
+    const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
+    const final = heardAt(call, 'hang up now') - heardAt(call, 'can you hear me');
+    expect(first).toBeGreaterThanOrEqual(FIRST_CHECK[0]);
+    expect(first).toBeLessThan(FIRST_CHECK[1]);
+    for (const gap of [second, final]) {
+      expect(gap).toBeGreaterThanOrEqual(INTERVAL[0]);
+      expect(gap).toBeLessThan(INTERVAL[1]);
+    }
 
     expect((await endedStatus(callId)).ended_reason).toBe('silence-timed-out');
     const report = await webhook(callId, 'end-of-call-report');
     expect(report.ended_reason).toBe('silence-timed-out');
-    expect(report.messages.map((m: Message) => m.content)).toEqual([
-      'Hi.',
-      'Are you still there?',
-      'Hello, can you hear me?',
-      'I will hang up now, goodbye.',
-    ]);
+    expect(report.messages.map((m: Message) => m.content)).toEqual(said);
     expect(s.twilio.requests.some((r) => r.path.includes(call.callSid) && r.form.get('Status') === 'completed')).toBe(true);
+  }, 60_000);
+
+  it('the caller speaking starts the count again: the next reminder is the first, after first_check_seconds', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: assistant({ first_message: 'Hi.', speech_config: { silence: silenceReminders(3) } }),
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.hear('Are you still there');
+    await call.hear('can you hear me');
+    await call.say('What are your opening hours?');
+    await call.hear(/okay|understand/i);
+    await eventually('the first reminder again', () => call.heard.filter((h) => h.text.includes('Are you still there')).length >= 2, 10_000);
+    await call.hangUp();
+
+    // before the caller spoke: first_check_seconds, then interval_seconds
+    const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
+    const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
+    expect(first).toBeGreaterThanOrEqual(FIRST_CHECK[0]);
+    expect(first).toBeLessThan(FIRST_CHECK[1]);
+    expect(second).toBeGreaterThanOrEqual(INTERVAL[0]);
+    // after the reply to the caller: first_check_seconds again, and the first reminder
+    const reply = call.heard.find((h) => /okay|understand/i.test(h.text))!.at;
+    const again = heardAt(call, 'Are you still there', 1) - reply;
+    expect(again).toBeGreaterThanOrEqual(FIRST_CHECK[0]);
+    expect(again).toBeLessThan(FIRST_CHECK[1]);
+    expect(call.heard.map((h) => h.text).filter((t) => t.includes('Is anybody there'))).toEqual([]);
+
+    const report = await webhook(callId, 'end-of-call-report');
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect(report.messages.map((m: Message) => `${m.role}: ${m.content}`)).toEqual([
+      'assistant: Hi.',
+      'assistant: Are you still there?',
+      'assistant: Hello, can you hear me?',
+      'user: What are your opening hours?',
+      expect.stringMatching(/^assistant: .*(okay|understand)/i),
+      'assistant: Are you still there?',
+    ]);
   }, 60_000);
 });
 

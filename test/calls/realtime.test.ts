@@ -3,29 +3,18 @@
  * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ACCOUNT_SID, receivedMessages, startCallingServer, type CallingServer, frontDesk, transferFlow, eventually } from '../helpers/calls.js';
-import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { receivedMessages, silenceReminders, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 import { heardShare } from '../../src/calls/realtime-call.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
 import type { LiveCall } from '../../src/calls/live-call.js';
 import type { RealtimeCall } from '../../src/calls/realtime-call.js';
 
-/** Three reminders: the first after 1 s of silence, the next ones every 3 s. */
-const threeReminders = {
-  messages: ['Are you still there?', 'Hello, can you hear me?', 'Is anybody there?'],
-  final_message: 'I will hang up now, goodbye.',
-  first_check_seconds: 1,
-  interval_seconds: 3,
-  max_attempts: 3,
-};
-
 // Both kinds of call are driven through the same methods (checked by tsc).
 const _pipeline: ActiveCall = null as unknown as LiveCall;
 const _realtime: ActiveCall = null as unknown as RealtimeCall;
 void _pipeline;
 void _realtime;
-
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
   await eventually(what, probe, timeoutMs, 20);
@@ -185,187 +174,6 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     const history = (stored!.engine as { history: { role: string; content: string }[] }).history;
     expect(history[0]).toMatchObject({ role: 'assistant', content: first.content });
   }, 60_000);
-});
-
-describe('a realtime call transfers and handles silence as a pipeline call does', () => {
-  let s: CallingServer;
-  /** Twilio's REST API, scriptable (slow or failing answers). */
-  let twilioApi: Receiver;
-  const TWILIO_OK = { status: 200, body: { sid: 'CA0', status: 'in-progress' } };
-  beforeAll(async () => {
-    twilioApi = await startReceiver({ default: TWILIO_OK });
-    s = await startCallingServer({ TWILIO_API_BASE: `http://127.0.0.1:${twilioApi.port}` });
-  }, 120_000);
-  afterAll(async () => {
-    await s?.close();
-    await twilioApi?.close();
-  });
-
-  const messagesFor = (callId: string, type: string) => receivedMessages(s.receiver, type).filter((m) => m.call?.id === callId);
-  const reportOf = (callId: string) => eventually(`the report of ${callId}`, () => messagesFor(callId, 'end-of-call-report')[0]);
-  const restRequests = (path: string) =>
-    twilioApi.requests.filter((r) => r.path === path).map((r) => ({ ...r, form: new URLSearchParams(r.body) }));
-
-  describe('a transfer node', () => {
-    /** Dials a realtime assistant, asks for an agent; resolves when the call's Twilio REST request has arrived. */
-    async function askForAnAgent() {
-      const { number } = await s.setUpNumber({
-        assistant: { name: 'Realtime support', llm_config: { provider: 'sandbox-realtime' } },
-        definition: transferFlow,
-      });
-      const call = s.caller(number);
-      const outcome = await call.dial();
-      const callId = outcome.kind === 'connected' ? outcome.callId : '';
-      await call.hear('Acme support');
-      await call.quiet();
-      await call.say('I want to speak to a human agent please.');
-      await call.hear('Connecting you to an agent');
-      const path = `/2010-04-01/Accounts/${ACCOUNT_SID}/Calls/${call.callSid}.json`;
-      const update = await eventually('the Twilio call update', () => twilioApi.requests.find((r) => r.path === path));
-      return { number, call, callId, path, update };
-    }
-
-    it('keeps the media stream open until Twilio has taken the transfer, then ends with call-transferred', async () => {
-      twilioApi.script({ ...TWILIO_OK, delayMs: 1_500 });
-      const { number, call, callId, path, update } = await askForAnAgent();
-      // closing the stream before Twilio took the new TwiML would drop the caller
-      const closedAt = await eventually('the media stream to close', () => call.closeCode !== null && Date.now(), 20_000);
-      expect(closedAt - update.at).toBeGreaterThanOrEqual(1_400);
-      await call.ended();
-
-      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
-      expect(ended.ended_reason).toBe('call-transferred');
-      expect(messagesFor(callId, 'status-update').map((m) => m.status)).toEqual(['ringing', 'in-progress', 'forwarding', 'ended']);
-      const mine = restRequests(path);
-      expect(mine).toHaveLength(1);
-      expect(mine[0]!.form.get('Twiml')).toContain('>+14155550123</Dial>');
-      expect(mine[0]!.form.get('Twiml')).toContain(`callerId="${number}"`);
-      // the transferred leg is not hung up
-      expect(mine.some((r) => r.form.get('Status') === 'completed')).toBe(false);
-      const report = await reportOf(callId);
-      expect(report).toMatchObject({ ended_reason: 'call-transferred', nodes_visited: ['greeting', 'agent'] });
-      expect(report.errors ?? []).toEqual([]);
-      // the call ended once Twilio had answered, not when the transfer was asked for
-      expect(Date.parse(report.ended_at) - update.at).toBeGreaterThanOrEqual(1_400);
-    }, 60_000);
-
-    it('a transfer Twilio refuses: the call is hung up and ends with pipeline-error-twilio, saying why', async () => {
-      twilioApi.script({ status: 400, body: { code: 21201, message: 'No international permission', status: 400 } });
-      const { callId, path } = await askForAnAgent();
-      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
-      expect(ended.ended_reason).toBe('pipeline-error-twilio');
-      const report = await reportOf(callId);
-      expect(report.ended_reason).toBe('pipeline-error-twilio');
-      expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
-      await eventually('the hang-up', () => restRequests(path).some((r) => r.form.get('Status') === 'completed'));
-      const view = (await s.api('GET', `/calls/${callId}`)).json.call;
-      expect(view).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });
-    }, 60_000);
-  });
-
-  describe('silence', () => {
-    /** When the caller's ear finished hearing the `nth` (0-based) line containing `fragment`. */
-    const heardAt = (call: ReturnType<CallingServer['caller']>, fragment: string, nth = 0) => {
-      const line = call.heard.filter((h) => h.text.includes(fragment))[nth];
-      if (!line) throw new Error(`never heard "${fragment}" (#${nth + 1}); heard: ${call.heardText()}`);
-      return line.at;
-    };
-
-    it('reminds after first_check_seconds, then every interval_seconds, then says the final message and hangs up', async () => {
-      const { number } = await s.setUpNumber({
-        assistant: {
-          name: 'Realtime quiet line',
-          llm_config: { provider: 'sandbox-realtime' },
-          first_message: 'Hi.',
-          speech_config: {
-            silence: {
-              messages: ['Are you still there?', 'Hello, can you hear me?'],
-              final_message: 'I will hang up now, goodbye.',
-              first_check_seconds: 1,
-              interval_seconds: 3,
-              max_attempts: 2,
-            },
-          },
-        },
-      });
-      const call = s.caller(number);
-      const outcome = await call.dial();
-      const callId = outcome.kind === 'connected' ? outcome.callId : '';
-      await call.ended(30_000);
-
-      expect(call.heard.map((h) => h.text)).toEqual([
-        'Hi.',
-        'Are you still there?',
-        'Hello, can you hear me?',
-        'I will hang up now, goodbye.',
-      ]);
-      // each line is heard when it has played: the gap is the silence waited plus the line itself
-      const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
-      const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
-      const final = heardAt(call, 'hang up now') - heardAt(call, 'can you hear me');
-      expect(first).toBeGreaterThanOrEqual(1_000);
-      expect(first).toBeLessThan(2_800);
-      expect(second).toBeGreaterThanOrEqual(3_000);
-      expect(second).toBeLessThan(3_000 + 2_000);
-      expect(final).toBeGreaterThanOrEqual(3_000);
-      expect(final).toBeLessThan(3_000 + 2_000);
-
-      const ended = await eventually('status-update ended', () => messagesFor(callId, 'status-update').find((m) => m.status === 'ended'));
-      expect(ended.ended_reason).toBe('silence-timed-out');
-      const report = await reportOf(callId);
-      expect(report.messages.map((m: { content: string }) => m.content)).toEqual([
-        'Hi.',
-        'Are you still there?',
-        'Hello, can you hear me?',
-        'I will hang up now, goodbye.',
-      ]);
-      expect(twilioApi.requests.some((r) => r.path.includes(call.callSid) && new URLSearchParams(r.body).get('Status') === 'completed')).toBe(true);
-    }, 60_000);
-
-    it('the caller speaking starts the count again: the next reminder is the first, after first_check_seconds', async () => {
-      const { number } = await s.setUpNumber({
-        assistant: {
-          name: 'Realtime reminders',
-          llm_config: { provider: 'sandbox-realtime' },
-          first_message: 'Hi.',
-          speech_config: { silence: threeReminders },
-        },
-      });
-      const call = s.caller(number);
-      const outcome = await call.dial();
-      const callId = outcome.kind === 'connected' ? outcome.callId : '';
-      await call.hear('Are you still there');
-      await call.hear('can you hear me');
-      await call.say('What are your opening hours?');
-      await call.hear(/okay|understand/i);
-      await eventually('the first reminder again', () => call.heard.filter((h) => h.text.includes('Are you still there')).length >= 2, 10_000);
-      await call.hangUp();
-
-      // before the caller spoke: first_check_seconds, then interval_seconds
-      const first = heardAt(call, 'Are you still there') - heardAt(call, 'Hi.');
-      const second = heardAt(call, 'can you hear me') - heardAt(call, 'Are you still there');
-      expect(first).toBeGreaterThanOrEqual(1_000);
-      expect(first).toBeLessThan(2_800);
-      expect(second).toBeGreaterThanOrEqual(3_000);
-      // after the reply to the caller: first_check_seconds again, and the first reminder
-      const reply = call.heard.find((h) => /okay|understand/i.test(h.text))!.at;
-      const again = heardAt(call, 'Are you still there', 1) - reply;
-      expect(again).toBeGreaterThanOrEqual(1_000);
-      expect(again).toBeLessThan(2_800);
-      expect(call.heard.map((h) => h.text).filter((t) => t.includes('Is anybody there'))).toEqual([]);
-
-      const report = await reportOf(callId);
-      expect(report.ended_reason).toBe('customer-ended-call');
-      expect(report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`)).toEqual([
-        'assistant: Hi.',
-        'assistant: Are you still there?',
-        'assistant: Hello, can you hear me?',
-        'user: What are your opening hours?',
-        expect.stringMatching(/^assistant: .*(okay|understand)/i),
-        'assistant: Are you still there?',
-      ]);
-    }, 60_000);
-  });
 });
 
 describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
@@ -528,7 +336,7 @@ describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
         name: 'OpenAI reminders',
         llm_config: { provider: 'openai-realtime' },
         first_message: 'Hi.',
-        speech_config: { silence: threeReminders },
+        speech_config: { silence: silenceReminders(3) },
       },
     });
     const call = s.caller(number);

@@ -1,11 +1,11 @@
 /**
  * Tools and transfer during a call, end to end with the sandbox providers: a tool node calling a
  * tool server that answers, errors or never answers (10 s), the model's own tools, and a transfer
- * node moving the call through the (fake) Twilio REST API.
+ * node moving the call through the (fake) Twilio REST API (on both kinds of call).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../src/webhooks/verify.js';
-import { ACCOUNT_SID, AUTH_TOKEN, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer, eventually } from '../helpers/calls.js';
+import { ACCOUNT_SID, AUTH_TOKEN, callKinds, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer, eventually } from '../helpers/calls.js';
 import { startReceiver, type Receiver, type ReceiverScript, type RecordedRequest } from '../helpers/receiver.js';
 
 /** The account webhook's secret as `startCallingServer` sets it. */
@@ -186,10 +186,10 @@ describe("the assistant's own tools", () => {
   }, 60_000);
 });
 
-describe('a transfer node', () => {
+describe.each(callKinds)('a transfer node ($kind call)', ({ assistant }) => {
   /** Dials, asks for an agent; resolves when the call's Twilio REST request has arrived. */
   async function askForAnAgent() {
-    const { number } = await s.setUpNumber({ definition: transferFlow });
+    const { number } = await s.setUpNumber({ assistant: assistant(), definition: transferFlow });
     const call = s.caller(number);
     const outcome = await call.dial();
     const callId = outcome.kind === 'connected' ? outcome.callId : '';
@@ -232,7 +232,10 @@ describe('a transfer node', () => {
 
     const report = await reportOf(callId);
     expect(report).toMatchObject({ ended_reason: 'call-transferred', nodes_visited: ['greeting', 'agent'] });
+    expect(report.errors ?? []).toEqual([]);
     expect(report.transcript).toContain('Connecting you to an agent now.');
+    // the call ended once Twilio had answered, not when the transfer was asked for
+    expect(Date.parse(report.ended_at) - update.at).toBeGreaterThanOrEqual(1_400);
     const view = (await s.api('GET', `/calls/${callId}`)).json.call;
     expect(view).toMatchObject({ status: 'ended', ended_reason: 'call-transferred', current_node: 'agent' });
   }, 60_000);
@@ -246,5 +249,7 @@ describe('a transfer node', () => {
     expect(report.ended_reason).toBe('pipeline-error-twilio');
     expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
     await eventually('the hang-up', () => restRequests(path).some((r) => r.form.get('Status') === 'completed'));
+    const view = (await s.api('GET', `/calls/${callId}`)).json.call;
+    expect(view).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });
   }, 60_000);
 });

@@ -164,19 +164,20 @@ describe('the model after a barge-in over the greeting', () => {
     await chat?.close();
   });
 
-  it('is given only the part of the greeting the caller heard, as the record keeps it', async () => {
+  /**
+   * A call whose greeting the caller cuts with `interrupt`; returns what the record kept of the
+   * greeting, the record's messages, and the one model request of the call as [role, content].
+   */
+  async function cutTheGreeting(turnTaking: Parameters<typeof withTurnTaking>[0], interrupt: (call: SimulatedCall) => Promise<void>) {
     const { number } = await s.setUpNumber({
-      assistant: withTurnTaking(
-        { interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 },
-        { llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' } },
-      ),
+      assistant: withTurnTaking(turnTaking, { llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' } }),
       definition: frontDesk,
     });
     const requestsBefore = chat.requests.length;
     const call = s.caller(number);
     const callId = callIdOf(await call.dial());
     await call.hear(LONG_LINE[0]!);
-    await call.say('I would like to book an appointment.');
+    await interrupt(call);
     await call.hear('which day suits you');
     await call.quiet();
     await call.hangUp();
@@ -191,45 +192,35 @@ describe('the model after a barge-in over the greeting', () => {
 
     const requests = chat.requests.slice(requestsBefore);
     expect(requests).toHaveLength(1);
-    const messages = (requests[0]!.body.messages as { role: string; content: string }[]).map((m) => [m.role, m.content]);
-    expect(messages[0]![0]).toBe('system');
-    expect(messages.slice(1)).toEqual([
-      ['assistant', kept.content],
+    const asked = (requests[0]!.body.messages as { role: string; content: string }[]).map((m) => [m.role, m.content]);
+    expect(asked[0]![0]).toBe('system');
+    return { kept: kept.content, messages: record.messages, asked: asked.slice(1) };
+  }
+
+  it('is given only the part of the greeting the caller heard, as the record keeps it', async () => {
+    const { kept, asked } = await cutTheGreeting(
+      { interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 },
+      (call) => call.say('I would like to book an appointment.'),
+    );
+    expect(asked).toEqual([
+      ['assistant', kept],
       ['user', 'I would like to book an appointment.'],
     ]);
   }, 60_000);
 
   it('is given only the heard part when a key press confirms the interruption (the greeting is cut before the key reaches the engine)', async () => {
-    const { number } = await s.setUpNumber({
-      assistant: withTurnTaking(
-        { interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 3 },
-        { llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' } },
-      ),
-      definition: frontDesk,
-    });
-    const requestsBefore = chat.requests.length;
-    const call = s.caller(number);
-    const callId = callIdOf(await call.dial());
-    await call.hear(LONG_LINE[0]!);
-    // a noise pauses the greeting (a pending interruption); the key press then takes the turn
-    await call.mumble(500);
-    expect(call.clears.length).toBeGreaterThan(0);
-    call.pressKey('1');
-    await call.hear('which day suits you');
-    await call.quiet();
-    await call.hangUp();
-
-    const record = await callRecord(callId);
-    expect(record.messages.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant']);
-    const kept = record.messages[0]!.content;
-    expect(kept.length).toBeLessThan(LONG_LINE.join(' ').length);
-    expect(LONG_LINE.join(' ').startsWith(kept)).toBe(true);
-    expect(record.messages[1]!.content).toBe('DTMF: 1');
-
-    const requests = chat.requests.slice(requestsBefore);
-    expect(requests).toHaveLength(1);
-    const messages = (requests[0]!.body.messages as { role: string; content: string }[]).map((m) => [m.role, m.content]);
-    expect(messages.slice(1)).toEqual([
+    const { kept, messages, asked } = await cutTheGreeting(
+      { interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 3 },
+      async (call) => {
+        // a noise pauses the greeting (a pending interruption); the key press then takes the turn
+        await call.mumble(500);
+        expect(call.clears.length).toBeGreaterThan(0);
+        call.pressKey('1');
+      },
+    );
+    expect(messages.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant']);
+    expect(messages[1]!.content).toBe('DTMF: 1');
+    expect(asked).toEqual([
       ['assistant', kept],
       ['user', 'DTMF: 1'],
     ]);

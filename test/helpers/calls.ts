@@ -76,6 +76,28 @@ export const sandboxAssistant = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** An assistant on the sandbox speech-to-speech provider (a realtime call). */
+export const realtimeSandboxAssistant = (extra: Record<string, unknown> = {}) => ({
+  name: 'Realtime receptionist',
+  llm_config: { provider: 'sandbox-realtime' },
+  ...extra,
+});
+
+/** `speech_config.silence` with up to three reminders: the first after 1 s of silence, the next ones every 3 s. */
+export const silenceReminders = (maxAttempts: number) => ({
+  messages: ['Are you still there?', 'Hello, can you hear me?', 'Is anybody there?'].slice(0, maxAttempts),
+  final_message: 'I will hang up now, goodbye.',
+  first_check_seconds: 1,
+  interval_seconds: 3,
+  max_attempts: maxAttempts,
+});
+
+/** Both kinds of call, for the tests that each must pass alike (`describe.each(callKinds)`). */
+export const callKinds = [
+  { kind: 'pipeline', assistant: sandboxAssistant },
+  { kind: 'realtime', assistant: realtimeSandboxAssistant },
+];
+
 export async function startCallingServer(env: Record<string, string> = {}): Promise<CallingServer> {
   const testDb: TestDb = await createTestDb(defaultDbKind());
   const store = createStore(testDb.db);
