@@ -24,6 +24,10 @@ export class LiveCall extends BaseCall {
   private sttConfigKey = '';
   private overrides: ProviderOverrides = {};
   private modelRun: { abort: AbortController; utterance: Utterance | null } | null = null;
+  /** The model's reply not yet over (being written, or written and playing): settled before caller input. */
+  private reply: Utterance | null = null;
+  /** Caller input that came while a written reply played uncut: it reaches the engine once that reply is over. */
+  private afterReply: Array<() => void> = [];
   /**
    * The engine's utterances (its `say`s and the model's replies) still to be heard or cut: what
    * to do once each is over (the record and the engine get what the caller heard of it).
@@ -82,12 +86,19 @@ export class LiveCall extends BaseCall {
     this.stt?.sendAudio(mulaw);
   }
 
+  /**
+   * A key press is caller input, and it cuts interruptible speech at once (as a confirmed barge-in
+   * would): a keypad menu stops when the caller has chosen.
+   */
   override dtmf(digit: string): void {
     if (this.ended || !this.engineStarted) return;
     this.silencePrompts = 0;
     this.turns.reset();
-    this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
-    this.dispatch({ type: 'dtmf', digits: digit });
+    if (this.speaker.speakingInterruptible()) this.interrupted();
+    this.callerInput(() => {
+      this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
+      this.dispatch({ type: 'dtmf', digits: digit });
+    });
   }
 
   override mark(name: string): void {
@@ -132,10 +143,55 @@ export class LiveCall extends BaseCall {
   // ------------------------------------------------------------------------------------------
   // the caller's turn and barge-in
 
+  /**
+   * Caller input (a finished turn, a key press) goes to the engine after the model's reply before
+   * it is settled, so the history keeps the call's order and the next model request sees that
+   * reply as the caller heard it. A reply still being written is superseded: what was heard of it
+   * is settled now. A reply written whole and still playing uncut (the caller's words were too few
+   * to cut it) plays on, and the input waits until it is over.
+   */
+  private callerInput(apply: () => void): void {
+    const reply = this.reply;
+    if (this.afterReply.length > 0) {
+      // earlier input still waits (its reply is over, and what follows it is a moment away)
+      this.afterReply.push(apply);
+      return;
+    }
+    if (!reply) {
+      apply();
+      return;
+    }
+    const run = this.modelRun;
+    if (run?.utterance === reply) {
+      run.abort.abort();
+      this.speaker.abandon(reply);
+      this.over(reply, reply.outcome());
+      apply();
+      return;
+    }
+    this.log.debug('caller input waits for the reply playing');
+    this.afterReply.push(apply);
+  }
+
+  /** The reply is over and its consequences carried out: the caller input that waited for it goes on, in order. */
+  private replyOver(): void {
+    const waiting = this.afterReply;
+    this.afterReply = [];
+    for (const apply of waiting) {
+      if (this.ended) return;
+      apply();
+    }
+  }
+
   private callerTurn(text: string): void {
     // words over the recording consent come before the conversation has begun
     if (this.ended || !this.engineStarted) return;
     this.silencePrompts = 0;
+    this.disarmSilence();
+    this.callerInput(() => this.takeTurn(text));
+  }
+
+  private takeTurn(text: string): void {
     this.turn = {
       endOfTurnAt: performance.now(),
       nodeId: this.session.state().node_id,
@@ -225,6 +281,7 @@ export class LiveCall extends BaseCall {
     ];
     const utterance = this.speaker.begin(true);
     run.utterance = utterance;
+    this.reply = utterance;
     const splitter = new SentenceSplitter();
     let text = '';
     // whatever ends the reply (played out, barge-in, superseded, hang-up), what the caller heard
@@ -233,6 +290,7 @@ export class LiveCall extends BaseCall {
     let streamed = false;
     const heardRecorded = new Promise<void>((resolve) =>
       this.whenOver(utterance, (outcome) => {
+        if (this.reply === utterance) this.reply = null;
         const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
         if (heard) {
           this.ledger.recordMessage('assistant', heard, command.node_id);
@@ -293,7 +351,9 @@ export class LiveCall extends BaseCall {
     if (transition) {
       this.dispatch({ type: 'model.chose_transition', function_name: transition, node_id: command.node_id });
     }
-    this.armSilence();
+    // the caller's input that waited for this reply goes on now, or the silence checks start
+    if (this.afterReply.length > 0) this.replyOver();
+    else this.armSilence();
   }
 
   private async callAssistantTools(calls: LlmToolCall[], tools: readonly Tool[]) {
@@ -380,6 +440,12 @@ export class LiveCall extends BaseCall {
     this.modelRun?.abort.abort();
     this.turns.close();
     this.speaker.close();
+    // The record keeps what was heard of each line and reply, then the caller's input that waited
+    // for a reply, in that order (the engine has stopped: only the record takes them now).
+    for (const u of [...this.playing.keys()]) this.over(u, u.outcome());
+    const waiting = this.afterReply;
+    this.afterReply = [];
+    for (const apply of waiting) apply();
     const stt = this.stt;
     this.stt = null;
     await stt?.close().catch(() => undefined);

@@ -153,9 +153,11 @@ export class RealtimeCall extends BaseCall {
     this.rt.sendAudio(mulaw);
   }
 
+  /** A key press is caller input, and it cuts interruptible speech at once, as in a pipeline call. */
   override dtmf(digit: string): void {
     if (this.ended || !this.session) return;
     this.silencePrompts = 0;
+    if (this.interruptible()) this.bargeIn();
     this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.disarmSilence();
     this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });
@@ -465,10 +467,12 @@ export class RealtimeCall extends BaseCall {
     this.vadExpected = false;
     this.turn = null;
     this.disarmSilence();
-    if (this.spoken.length === 0) return;
-    // Closing lines and the consent message are not interruptible (nor what is queued before them).
-    if (this.spoken.some((s) => !s.interruptible)) return;
-    this.bargeIn();
+    if (this.interruptible()) this.bargeIn();
+  }
+
+  /** Assistant audio is out, and all of it may be cut: closing lines and the consent message may not (nor what is queued before them). */
+  private interruptible(): boolean {
+    return this.spoken.length > 0 && !this.spoken.some((s) => !s.interruptible);
   }
 
   private callerStopped(): void {

@@ -9,6 +9,7 @@ import { heardShare } from '../../src/calls/realtime-call.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
 import type { LiveCall } from '../../src/calls/live-call.js';
 import type { RealtimeCall } from '../../src/calls/realtime-call.js';
+import type { SimulatedCall } from '../../src/sim/caller.js';
 
 // Both kinds of call are driven through the same methods (checked by tsc).
 const _pipeline: ActiveCall = null as unknown as LiveCall;
@@ -145,7 +146,10 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     s.receiver.setDefault({ status: 200, body: '' });
   }, 60_000);
 
-  it('stops talking when the caller speaks over an interruptible line (clear), and keeps only what was heard', async () => {
+  it.each([
+    { by: 'the caller speaks', cut: (call: SimulatedCall) => call.say('Sorry, I need to book.'), input: 'Sorry, I need to book.' },
+    { by: 'a key is pressed', cut: async (call: SimulatedCall) => call.pressKey('1'), input: 'DTMF: 1' },
+  ])('stops talking when $by over an interruptible line (clear), and keeps only what was heard, before the input', async ({ cut, input }) => {
     const long = 'Welcome to Acme Dental. We are open from eight in the morning until six in the evening on weekdays. ' +
       'On Saturdays we are open from nine until one. We are closed on Sundays and public holidays.';
     const { number } = await s.setUpNumber({
@@ -154,7 +158,7 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     const call = s.caller(number);
     await call.dial();
     await call.hear('Welcome to Acme Dental');
-    await call.say('Sorry, I need to book.');
+    await cut(call);
     await until(() => call.clears.length > 0, 'a clear');
     await call.hear(/okay|understand/i);
     await call.hangUp();
@@ -165,6 +169,7 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     expect(first.role).toBe('assistant');
     expect(long.startsWith(first.content)).toBe(true);
     expect(first.content.length).toBeLessThan(long.length);
+    expect(report.messages[1]).toMatchObject({ role: 'user', content: input });
     // the engine's history (the saved session) keeps the same heard part of the cut line
     let stored = await s.runtime.callStore.get(callId);
     for (let i = 0; i < 100 && stored?.status !== 'ended'; i++) {
@@ -172,7 +177,10 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
       stored = await s.runtime.callStore.get(callId);
     }
     const history = (stored!.engine as { history: { role: string; content: string }[] }).history;
-    expect(history[0]).toMatchObject({ role: 'assistant', content: first.content });
+    expect(history.slice(0, 2)).toMatchObject([
+      { role: 'assistant', content: first.content },
+      { role: 'user', content: input },
+    ]);
   }, 60_000);
 });
 

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TurnTaking } from '../../src/calls/turn-taking.js';
 import type { SimulatedCall } from '../../src/sim/caller.js';
-import { receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
-import { startFakeOpenAiChat, type FakeOpenAiChat } from '../fakes/openai-chat.js';
+import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
+import { startFakeOpenAiChat, type FakeCompletion, type FakeOpenAiChat } from '../fakes/openai-chat.js';
 
 let s: CallingServer;
 beforeAll(async () => {
@@ -227,7 +227,7 @@ describe('the model after a barge-in over the greeting', () => {
   }, 60_000);
 });
 
-describe('the model after a barge-in over its own reply', () => {
+describe('the model after caller input over its own reply', () => {
   /** A model reply long enough to talk over: five sentences, each its own TTS session and mark. */
   const LONG_REPLY = [
     'I can help you move your appointment.',
@@ -238,39 +238,69 @@ describe('the model after a barge-in over its own reply', () => {
   ];
   const GREETING = 'Hello, this is Acme Dental.';
   const ASKED = 'I need to move my appointment.';
+  const EAGER = { interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3, false_interruption_timeout: 3 };
 
-  /** An OpenAI-compatible server (custom-llm) whose first answer is the long reply. */
-  async function withModel(test: (chat: FakeOpenAiChat, number: string) => Promise<void>) {
+  /**
+   * A call to an OpenAI-compatible server (custom-llm) whose first answer is the long reply: the
+   * caller asks, hears the reply's first sentence, does `act`, and hangs up after the second answer.
+   */
+  async function overTheReply(
+    turnTaking: Record<string, number>,
+    act: (call: SimulatedCall) => Promise<void>,
+    reply: Partial<FakeCompletion> = {},
+    options: { hangUpAfter?: boolean } = {},
+  ) {
     const chat = await startFakeOpenAiChat({
       apiKey: null,
-      completions: [{ text: LONG_REPLY.map((l) => `${l} `) }, { text: ['Of course, ', 'which day suits you?'] }],
+      completions: [{ text: LONG_REPLY.map((l) => `${l} `), ...reply }, { text: ['Of course, ', 'which day suits you?'] }],
     });
     try {
       const { number } = await s.setUpNumber({
-        assistant: withTurnTaking(
-          { interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3, false_interruption_timeout: 3 },
-          { first_message: GREETING, llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' } },
-        ),
+        assistant: withTurnTaking(turnTaking, {
+          first_message: GREETING,
+          llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' },
+        }),
       });
-      await test(chat, number);
+      const call = s.caller(number);
+      const callId = callIdOf(await call.dial());
+      await call.hear(GREETING);
+      await call.quiet();
+      await call.say(ASKED);
+      await call.hear(LONG_REPLY[0]!);
+      await act(call);
+      if (options.hangUpAfter) {
+        await call.hangUp();
+        // the report is built once the call has ended: everything the call kept is in it
+        const report = await endOfCallReport(callId);
+        const messages = report.messages as Awaited<ReturnType<typeof callRecord>>['messages'];
+        return { call, record: { ...(await callRecord(callId)), messages }, asked: [] };
+      }
+      await call.hear('which day suits you');
+      await call.quiet();
+      await call.hangUp();
+      const record = await callRecord(callId);
+      expect(chat.requests).toHaveLength(2);
+      const asked = (chat.requests[1]!.body.messages as { role: string; content: string }[]).map((m) => [m.role, m.content]);
+      return { call, record, asked: asked.slice(1) };
     } finally {
       await chat.close();
     }
   }
 
-  /** The record, then the second model request, hold the heard part of the reply before `after`. */
-  async function expectHeardPartBefore(chat: FakeOpenAiChat, callId: string, after: string) {
-    const record = await callRecord(callId);
+  /** The record, then the second model request, hold `reply` (what was heard of the long one) before `after`. */
+  function expectReplyBefore(outcome: Awaited<ReturnType<typeof overTheReply>>, after: string, whole: boolean) {
+    const { record, asked } = outcome;
     expect(record.messages.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant', 'user', 'assistant']);
     const kept = record.messages[2]!.content;
-    expect(kept.length).toBeGreaterThan(0);
-    expect(kept.length).toBeLessThan(LONG_REPLY.join(' ').length);
-    expect(LONG_REPLY.join(' ').startsWith(kept)).toBe(true);
+    if (whole) {
+      expect(kept).toBe(LONG_REPLY.join(' '));
+    } else {
+      expect(kept.length).toBeGreaterThan(0);
+      expect(kept.length).toBeLessThan(LONG_REPLY.join(' ').length);
+      expect(LONG_REPLY.join(' ').startsWith(kept)).toBe(true);
+    }
     expect(record.messages[3]!.content).toBe(after);
-
-    expect(chat.requests).toHaveLength(2);
-    const messages = (chat.requests[1]!.body.messages as { role: string; content: string }[]).map((m) => [m.role, m.content]);
-    expect(messages.slice(1)).toEqual([
+    expect(asked).toEqual([
       ['assistant', GREETING],
       ['user', ASKED],
       ['assistant', kept],
@@ -279,40 +309,67 @@ describe('the model after a barge-in over its own reply', () => {
   }
 
   it('is given the heard part of its cut reply before the key press that confirmed the interruption', async () => {
-    await withModel(async (chat, number) => {
-      const call = s.caller(number);
-      const callId = callIdOf(await call.dial());
-      await call.hear(GREETING);
-      await call.quiet();
-      await call.say(ASKED);
-      await call.hear(LONG_REPLY[0]!);
+    const outcome = await overTheReply(EAGER, async (call) => {
       // a noise pauses the reply (a pending interruption); the key press then takes the turn
       await call.mumble(500);
       expect(call.clears.length).toBeGreaterThan(0);
       call.pressKey('1');
-      await call.hear('which day suits you');
-      await call.quiet();
-      await call.hangUp();
-      expect(call.heard.map((h) => h.text)).not.toContain(LONG_REPLY.at(-1));
-      await expectHeardPartBefore(chat, callId, 'DTMF: 1');
     });
+    expect(outcome.call.heard.map((h) => h.text)).not.toContain(LONG_REPLY.at(-1));
+    expectReplyBefore(outcome, 'DTMF: 1', false);
   }, 60_000);
 
   it('is given the heard part of its cut reply before the words that cut it', async () => {
-    await withModel(async (chat, number) => {
-      const call = s.caller(number);
-      const callId = callIdOf(await call.dial());
-      await call.hear(GREETING);
-      await call.quiet();
-      await call.say(ASKED);
-      await call.hear(LONG_REPLY[0]!);
-      await call.say('Sorry, can it be next week?');
-      await call.hear('which day suits you');
-      await call.quiet();
-      await call.hangUp();
-      expect(call.clears.length).toBeGreaterThan(0);
-      await expectHeardPartBefore(chat, callId, 'Sorry, can it be next week?');
+    const outcome = await overTheReply(EAGER, (call) => call.say('Sorry, can it be next week?'));
+    expect(outcome.call.clears.length).toBeGreaterThan(0);
+    expectReplyBefore(outcome, 'Sorry, can it be next week?', false);
+  }, 60_000);
+
+  it('a key press alone cuts the reply at once, and the model is given the heard part before the key', async () => {
+    // with interruption_min_words 3 no noise or short word could cut it: the key does
+    const outcome = await overTheReply({ ...EAGER, interruption_min_words: 3 }, async (call) => {
+      const clearsBefore = call.clears.length;
+      call.pressKey('2');
+      await eventually('a clear', () => call.clears.length > clearsBefore, 5_000);
     });
+    expect(outcome.call.heard.map((h) => h.text)).not.toContain(LONG_REPLY.at(-1));
+    expectReplyBefore(outcome, 'DTMF: 2', false);
+  }, 60_000);
+
+  it('a short answer too short to cut the reply waits for it: the model is asked with the whole reply before the answer', async () => {
+    const outcome = await overTheReply({ ...EAGER, interruption_min_words: 3 }, (call) => call.say('Yes.'));
+    // the reply played to its end, uncut, and only then was the model asked again
+    expect(outcome.call.clears).toEqual([]);
+    const heard = outcome.call.heard.map((h) => h.text);
+    expect(heard).toContain(LONG_REPLY.at(-1));
+    expect(heard.indexOf(LONG_REPLY.at(-1)!)).toBeLessThan(heard.findIndex((t) => t.includes('which day suits you')));
+    expectReplyBefore(outcome, 'Yes.', true);
+  }, 60_000);
+
+  it('a short answer over the reply is kept in the record, after what was heard, when the caller hangs up before the reply ends', async () => {
+    const outcome = await overTheReply(
+      { ...EAGER, interruption_min_words: 3 },
+      async (call) => {
+        await call.say('Yes.');
+        // the answer has been taken as a turn (and waits for the reply) once the endpointing delay is over
+        await new Promise((r) => setTimeout(r, 800));
+      },
+      {},
+      { hangUpAfter: true },
+    );
+    expect(outcome.call.clears).toEqual([]);
+    const { messages } = outcome.record;
+    expect(messages.map((m) => m.role)).toEqual(['assistant', 'user', 'assistant', 'user']);
+    expect(LONG_REPLY.join(' ').startsWith(messages[2]!.content)).toBe(true);
+    expect(messages[2]!.content.length).toBeLessThan(LONG_REPLY.join(' ').length);
+    expect(messages[3]!.content).toBe('Yes.');
+  }, 60_000);
+
+  it('a short answer while the reply is still being written supersedes it: the model is given the heard part before the answer', async () => {
+    // the model writes a sentence every 4 s: the caller answers after the first, long before the last
+    const outcome = await overTheReply({ ...EAGER, interruption_min_words: 3 }, (call) => call.say('Yes.'), { delayMs: 4_000 });
+    expect(outcome.call.heard.map((h) => h.text)).not.toContain(LONG_REPLY.at(-1));
+    expectReplyBefore(outcome, 'Yes.', false);
   }, 60_000);
 });
 
