@@ -17,13 +17,20 @@ export { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from '.
 
 const MAX_TOOL_ROUNDS = 5;
 
+interface ModelRun {
+  abort: AbortController;
+  utterance: Utterance | null;
+  /** A tool node's choice of its way out: nothing stops it but the end of the call (the engine waits for it). */
+  choice: boolean;
+}
+
 export class LiveCall extends BaseCall {
   private readonly speaker: Speaker;
   private readonly turns: TurnTaking;
   private stt: SttSession | null = null;
   private sttConfigKey = '';
   private overrides: ProviderOverrides = {};
-  private modelRun: { abort: AbortController; utterance: Utterance | null } | null = null;
+  private modelRun: ModelRun | null = null;
   /** The model's reply not yet over (being written, or written and playing): settled before caller input. */
   private reply: Utterance | null = null;
   /** Caller input that came while a written reply played uncut: it reaches the engine once that reply is over. */
@@ -95,6 +102,8 @@ export class LiveCall extends BaseCall {
     this.silencePrompts = 0;
     this.turns.reset();
     if (this.speaker.speakingInterruptible()) this.interrupted();
+    // a cut line arms the silence checks as it settles; the key press is the caller's answer
+    this.disarmSilence();
     this.callerInput(() => {
       this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
       this.dispatch({ type: 'dtmf', digits: digit });
@@ -173,14 +182,13 @@ export class LiveCall extends BaseCall {
     this.afterReply.push(apply);
   }
 
-  /** The reply is over and its consequences carried out: the caller input that waited for it goes on, in order. */
-  private replyOver(): void {
-    const waiting = this.afterReply;
-    this.afterReply = [];
-    for (const apply of waiting) {
-      if (this.ended) return;
-      apply();
-    }
+  /**
+   * The reply is over and its consequences carried out (its transition taken, so the input goes to
+   * the node the reply moved to): the caller input that waited for it goes on, in order. After the
+   * end of the call the engine ignores it, and the record still takes it.
+   */
+  private applyWaitingInput(): void {
+    while (this.afterReply.length > 0) this.afterReply.shift()!();
   }
 
   private callerTurn(text: string): void {
@@ -210,7 +218,8 @@ export class LiveCall extends BaseCall {
 
   private interrupted(): void {
     const run = this.modelRun;
-    if (run) run.abort.abort();
+    // what a tool node's choice says may be cut, but the choice itself still comes
+    if (run && !run.choice) run.abort.abort();
     // The cut lines and replies are over now, not a microtask later: the caller's turn or key
     // press that confirmed the interruption goes to the engine (and the record) right after, and
     // its model request must see what was heard of them, before it and only that.
@@ -254,7 +263,7 @@ export class LiveCall extends BaseCall {
     previous?.abort.abort();
     if (previous?.utterance) this.speaker.abandon(previous.utterance);
     const abort = new AbortController();
-    const run: { abort: AbortController; utterance: Utterance | null } = { abort, utterance: null };
+    const run: ModelRun = { abort, utterance: null, choice: command.mode === 'tool_choice' };
     this.modelRun = run;
     const { provider, config } = this.llmInUse();
     const transitionNames = new Set(command.transition_functions.map((f) => f.name));
@@ -281,7 +290,8 @@ export class LiveCall extends BaseCall {
     ];
     const utterance = this.speaker.begin(true);
     run.utterance = utterance;
-    this.reply = utterance;
+    // caller input waits for (or supersedes) a reply; during a tool node's choice the engine only records it
+    if (!run.choice) this.reply = utterance;
     const splitter = new SentenceSplitter();
     let text = '';
     // whatever ends the reply (played out, barge-in, superseded, hang-up), what the caller heard
@@ -352,7 +362,7 @@ export class LiveCall extends BaseCall {
       this.dispatch({ type: 'model.chose_transition', function_name: transition, node_id: command.node_id });
     }
     // the caller's input that waited for this reply goes on now, or the silence checks start
-    if (this.afterReply.length > 0) this.replyOver();
+    if (this.afterReply.length > 0) this.applyWaitingInput();
     else this.armSilence();
   }
 
@@ -443,9 +453,7 @@ export class LiveCall extends BaseCall {
     // The record keeps what was heard of each line and reply, then the caller's input that waited
     // for a reply, in that order (the engine has stopped: only the record takes them now).
     for (const u of [...this.playing.keys()]) this.over(u, u.outcome());
-    const waiting = this.afterReply;
-    this.afterReply = [];
-    for (const apply of waiting) apply();
+    this.applyWaitingInput();
     const stt = this.stt;
     this.stt = null;
     await stt?.close().catch(() => undefined);

@@ -157,7 +157,8 @@ export class RealtimeCall extends BaseCall {
   override dtmf(digit: string): void {
     if (this.ended || !this.session) return;
     this.silencePrompts = 0;
-    if (this.interruptible()) this.bargeIn();
+    // a tool node's choice is not cut: the engine waits for it, and a key press asks for no other
+    if (this.interruptible() && this.session.state().awaiting !== 'model_choice') this.bargeIn();
     this.ledger.recordMessage('user', `DTMF: ${digit}`, this.session.state().node_id);
     this.disarmSilence();
     this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });

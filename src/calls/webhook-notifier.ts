@@ -56,7 +56,10 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
   /** Runs `queue` for a call after everything queued for it before: its messages keep the order of the calls made here. */
   private inOrder(callId: string, queue: () => Promise<void>): Promise<void> {
     const previous = this.tails.get(callId) ?? Promise.resolve();
-    const tail = previous.then(queue);
+    // each step catches its own errors; this catch keeps one that slipped through from stopping the chain
+    const tail = previous.then(queue).catch((err: unknown) => {
+      this.logger.error({ err, callId }, 'a call notification could not be queued');
+    });
     this.tails.set(callId, tail);
     void tail.finally(() => {
       if (this.tails.get(callId) === tail) this.tails.delete(callId);

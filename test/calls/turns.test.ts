@@ -373,6 +373,68 @@ describe('the model after caller input over its own reply', () => {
   }, 60_000);
 });
 
+describe("caller input while the model chooses a tool node's way out", () => {
+  it('a turn that cuts what the choice says, and a key press, are recorded; the choice still moves the call', async () => {
+    s.receiver.setDefault((req) => {
+      const message = JSON.parse(req.body).message;
+      if (message?.type !== 'tool-calls') return { status: 200, body: '' };
+      return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result: { status: 'shipped' } }] } };
+    });
+    const chat = await startFakeOpenAiChat({
+      apiKey: null,
+      completions: [
+        { toolCalls: [{ name: 'go_to_lookup', arguments: '{}' }] },
+        // the choice is slow: a sentence, then the function call, 700 ms between events
+        { text: ['Let me see. ', 'Good news about your order. '], toolCalls: [{ name: 'go_to_shipped', arguments: '{}' }], delayMs: 700 },
+      ],
+    });
+    try {
+      const { number } = await s.setUpNumber({
+        assistant: withTurnTaking(
+          { interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 },
+          { llm_config: { provider: 'custom-llm', url: chat.url, model: 'fake-model' } },
+        ),
+        definition: {
+          version: 1,
+          entry_node: 'greeting',
+          nodes: [
+            { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme orders.' },
+            { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: s.receiver.url, arguments: { order: 'A1' } },
+            { id: 'shipped', type: 'end', first_line: 'Your order is on its way, goodbye.' },
+            { id: 'lost', type: 'end', first_line: 'Your order is lost, goodbye.' },
+          ],
+          edges: [
+            { from: 'greeting', to: 'lookup', description: 'the caller asks where their order is' },
+            { from: 'lookup', to: 'shipped', description: 'the order has shipped' },
+            { from: 'lookup', to: 'lost', description: 'the order is lost' },
+          ],
+        },
+      });
+      const call = s.caller(number);
+      const callId = callIdOf(await call.dial());
+      await call.hear('Acme orders');
+      await call.quiet();
+      await call.say('Where is my order?');
+      await call.hear('One moment');
+      // the model is choosing now: the caller talks over what it says, then presses a key
+      await call.say('Hello?');
+      await eventually('the turn recorded', async () => (await callRecord(callId)).messages.some((m) => m.content === 'Hello?'), 5_000);
+      call.pressKey('5');
+      await call.hear('on its way', 20_000);
+      await call.ended();
+
+      const report = await endOfCallReport(callId);
+      expect(report).toMatchObject({ ended_reason: 'assistant-ended-call', nodes_visited: ['greeting', 'lookup', 'shipped'] });
+      const said = (report.messages as { role: string; content: string }[]).filter((m) => m.role === 'user').map((m) => m.content);
+      expect(said).toEqual(['Where is my order?', 'Hello?', 'DTMF: 5']);
+      expect(chat.requests).toHaveLength(2);
+    } finally {
+      s.receiver.setDefault({ status: 200, body: '' });
+      await chat.close();
+    }
+  }, 60_000);
+});
+
 describe('barge-in with a closing line queued', () => {
   it('cuts the interruptible edge message but still plays the end line queued behind it, then hangs up', async () => {
     const farewell = [
