@@ -3,7 +3,7 @@
  * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { receivedMessages, silenceReminders, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
+import { orderLookupNodes, receivedMessages, silenceReminders, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 import { heardShare } from '../../src/calls/realtime-call.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
@@ -104,19 +104,14 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
   }, 60_000);
 
   it('runs a tool node through the tool-calls exchange, then transfers the call', async () => {
-    s.receiver.setDefault((req) => {
-      const message = JSON.parse(req.body).message;
-      if (message?.type !== 'tool-calls') return { status: 200, body: '' };
-      return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result: { status: 'shipped' } }] } };
-    });
+    s.receiver.setDefault(toolResultAnswer({ status: 'shipped' }));
     const { number } = await s.setUpNumber({
       assistant: { name: 'Realtime orders', llm_config: { provider: 'sandbox-realtime' } },
       definition: {
         version: 1,
         entry_node: 'greeting',
         nodes: [
-          { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme orders.' },
-          { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: s.receiver.url, arguments: { order: 'A1' } },
+          ...orderLookupNodes(s.receiver.url),
           { id: 'handoff', type: 'transfer', first_line: 'Connecting you to a person now.', destination: '+14155550123' },
         ],
         edges: [

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TurnTaking } from '../../src/calls/turn-taking.js';
 import type { SimulatedCall } from '../../src/sim/caller.js';
-import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
+import { eventually, orderLookupNodes, receivedMessages, toolResultAnswer, sandboxAssistant, startCallingServer, type CallingServer, callIdOf } from '../helpers/calls.js';
 import { startFakeOpenAiChat, type FakeCompletion, type FakeOpenAiChat } from '../fakes/openai-chat.js';
 
 let s: CallingServer;
@@ -375,11 +375,7 @@ describe('the model after caller input over its own reply', () => {
 
 describe("caller input while the model chooses a tool node's way out", () => {
   it('a turn that cuts what the choice says, and a key press, are recorded; the choice still moves the call', async () => {
-    s.receiver.setDefault((req) => {
-      const message = JSON.parse(req.body).message;
-      if (message?.type !== 'tool-calls') return { status: 200, body: '' };
-      return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result: { status: 'shipped' } }] } };
-    });
+    s.receiver.setDefault(toolResultAnswer({ status: 'shipped' }));
     const chat = await startFakeOpenAiChat({
       apiKey: null,
       completions: [
@@ -398,8 +394,7 @@ describe("caller input while the model chooses a tool node's way out", () => {
           version: 1,
           entry_node: 'greeting',
           nodes: [
-            { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme orders.' },
-            { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: s.receiver.url, arguments: { order: 'A1' } },
+            ...orderLookupNodes(s.receiver.url),
             { id: 'shipped', type: 'end', first_line: 'Your order is on its way, goodbye.' },
             { id: 'lost', type: 'end', first_line: 'Your order is lost, goodbye.' },
           ],

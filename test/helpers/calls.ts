@@ -12,7 +12,7 @@ import { createStore, type Store } from '../../src/store/index.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
 import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
 import { createTestDb, defaultDbKind, type TestDb } from './db.js';
-import { startReceiver, type Receiver } from './receiver.js';
+import { startReceiver, type Receiver, type ReceiverScript } from './receiver.js';
 import { freePort } from '../../src/net.js';
 
 export const AUTH_TOKEN = 'test-auth-token-0123456789';
@@ -241,6 +241,19 @@ export function frontDeskWorkflow(options: { goodbyeFromGreeting?: boolean } = {
     ],
   };
 }
+
+/** A receiver answer: every `tool-calls` request gets `result`, every other webhook a bare 200. */
+export const toolResultAnswer = (result: unknown): ReceiverScript => (req) => {
+  const message = JSON.parse(req.body).message;
+  if (message?.type !== 'tool-calls') return { status: 200, body: '' };
+  return { status: 200, body: { results: [{ tool_call_id: message.tool_calls[0].id, result }] } };
+};
+
+/** An order desk's first two nodes: the greeting, then a tool node looking order A1 up at `toolUrl`. */
+export const orderLookupNodes = (toolUrl: string) => [
+  { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme orders.' },
+  { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: toolUrl, arguments: { order: 'A1' } },
+];
 
 /** The front-desk workflow as most call tests use it (no goodbye from the greeting). */
 export const frontDesk = frontDeskWorkflow();
