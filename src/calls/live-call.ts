@@ -172,14 +172,19 @@ export class LiveCall extends BaseCall {
     }
     const run = this.modelRun;
     if (run?.utterance === reply) {
-      run.abort.abort();
-      this.speaker.abandon(reply);
+      this.supersede(run);
       this.over(reply, reply.outcome());
       apply();
       return;
     }
     this.log.debug('caller input waits for the reply playing');
     this.afterReply.push(apply);
+  }
+
+  /** Stops a reply still being written: no more of it is asked for or said. */
+  private supersede(run: ModelRun): void {
+    run.abort.abort();
+    if (run.utterance) this.speaker.abandon(run.utterance);
   }
 
   /**
@@ -259,9 +264,7 @@ export class LiveCall extends BaseCall {
 
   private async runModel(command: RunModelCommand): Promise<void> {
     // a newer turn supersedes a reply still being written: stop it, say no more of it
-    const previous = this.modelRun;
-    previous?.abort.abort();
-    if (previous?.utterance) this.speaker.abandon(previous.utterance);
+    if (this.modelRun) this.supersede(this.modelRun);
     const abort = new AbortController();
     const run: ModelRun = { abort, utterance: null, choice: command.mode === 'tool_choice' };
     this.modelRun = run;
