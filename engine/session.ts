@@ -85,7 +85,10 @@ export interface CallSession {
   start(): Command[];
   /** Never throws: an event that does not fit is answered with an `event_rejected` command. */
   send(event: CallEvent): Command[];
+  /** Throws `NOT_STARTED` before `start()` (or a restore): check `isStarted()` first. */
   snapshot(): SessionSnapshot;
+  /** `start()` ran (or the session was restored): it has a snapshot to save. */
+  isStarted(): boolean;
   state(): SessionState;
   history(): readonly HistoryMessage[];
   nodesVisited(): readonly string[];
@@ -231,6 +234,10 @@ class Session implements CallSession {
       return [this.rejection(type, 'INTERNAL_ERROR', 'the call engine failed on this event')];
     }
     return this.drain();
+  }
+
+  isStarted(): boolean {
+    return this.started;
   }
 
   snapshot(): SessionSnapshot {

@@ -10,7 +10,15 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Store } from './store/index.js';
 import { registerAuth } from './api/auth.js';
-import { ApiError, frameworkErrors, registerErrorHandler, RequestValidationError } from './api/errors.js';
+import {
+  ApiError,
+  clientErrorHandler,
+  frameworkErrors,
+  invalidRequest,
+  registerErrorHandler,
+  RequestValidationError,
+} from './api/errors.js';
+import { nonFiniteNumberDetails } from './api/storable.js';
 import { workflowRoutes } from './api/workflows.js';
 import { assistantRoutes } from './api/assistants.js';
 import { numberRoutes } from './api/numbers.js';
@@ -39,7 +47,21 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     genReqId: () => randomUUID(),
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
+
+  // JSON is the one body type of the API: text/plain is refused like any other type (400), not
+  // read as a string. A number beyond a double (`1e400`) is refused, not read as Infinity.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    parseJson(request, body as string, (err, value) => {
+      if (err) return done(err, undefined);
+      const details = nonFiniteNumberDetails(value);
+      if (details.length > 0) return done(invalidRequest(details), undefined);
+      done(null, value);
+    });
+  });
 
   app.setValidatorCompiler<z.ZodType>(({ schema, httpPart }) => (data) => {
     const result = schema.safeParse(data);
@@ -114,7 +136,8 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
       await api.register(callRoutes(runtime.callStore));
       await api.register(
         callWebhookRoutes(runtime.deliveries, {
-          callExists: async (orgId, callId) => (await runtime.callStore.get(callId))?.organization_id === orgId,
+          callExists: async (orgId, callId) =>
+            (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null,
         }),
       );
     }

@@ -2,7 +2,16 @@
 import { z } from 'zod';
 
 const Port = z.coerce.number().int().min(0).max(65_535);
-const KEEP_FOREVER = '0 keeps delivery attempts forever';
+/** Whole days to keep something, 0 for ever, at most 100 years; `what` names it in the messages. */
+const retentionDays = (what: string, days: number) => {
+  const forever = `0 keeps ${what} forever`;
+  return z.coerce
+    .number({ error: `must be a whole number of days; ${forever}` })
+    .int({ error: `must be a whole number of days; ${forever}` })
+    .min(0, { error: `must not be negative; ${forever}` })
+    .max(36_500, { error: `must be at most 36500 days (100 years); ${forever}` })
+    .default(days);
+};
 
 const ConfigSchema = z.object({
   PORT: Port.default(3000),
@@ -27,12 +36,9 @@ const ConfigSchema = z.object({
   /** Seconds a stopping process waits for requests (and later, live calls) to finish. */
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().min(0).default(30),
   /** Days webhook delivery attempts are kept (GET /calls/{id}/webhooks); 0 keeps them forever. */
-  WEBHOOK_DELIVERY_RETENTION_DAYS: z.coerce
-    .number({ error: `must be a whole number of days; ${KEEP_FOREVER}` })
-    .int({ error: `must be a whole number of days; ${KEEP_FOREVER}` })
-    .min(0, { error: `must not be negative; ${KEEP_FOREVER}` })
-    .max(36_500, { error: `must be at most 36500 days (100 years); ${KEEP_FOREVER}` })
-    .default(30),
+  WEBHOOK_DELIVERY_RETENTION_DAYS: retentionDays('delivery attempts', 30),
+  /** Days calls are kept in the call log (GET /calls, GET /calls/{id}); 0 keeps them forever. */
+  CALL_RETENTION_DAYS: retentionDays('calls', 90),
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };

@@ -41,6 +41,12 @@ async function main(): Promise<void> {
     await db.close();
     logger.info('stopped');
   };
+  // A promise that rejects with nobody to handle it is a defect (every call guards its own work),
+  // but it must not take down every live call with it: it is logged loudly and the server goes on.
+  process.on('unhandledRejection', (reason) => {
+    logger.error({ err: reason }, 'unhandled promise rejection (a defect: please report it)');
+    runtime.metrics.unhandledRejection();
+  });
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
 

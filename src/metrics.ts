@@ -18,6 +18,8 @@ export class Metrics {
   private readonly turnProvider: Histogram;
   private readonly deliveries: Counter<'event' | 'outcome'>;
   private readonly providerErrors: Counter<'provider'>;
+  private readonly replays: Counter;
+  private readonly unhandled: Counter;
 
   constructor(liveCalls: () => number, options: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -59,11 +61,29 @@ export class Metrics {
       labelNames: ['provider'],
       registers,
     });
+    this.replays = new Counter({
+      name: 'switchboard_voice_webhook_replays_total',
+      help: 'Signed voice webhooks refused because their call (carrier call id) already had one.',
+      registers,
+    });
+    this.unhandled = new Counter({
+      name: 'switchboard_unhandled_rejections_total',
+      help: 'Promise rejections nobody handled (defects; each is logged at error level).',
+      registers,
+    });
+  }
+
+  voiceWebhookReplayed(): void {
+    this.replays.inc();
+  }
+
+  unhandledRejection(): void {
+    this.unhandled.inc();
   }
 
   callEnded(reason: string): void {
     this.callsEnded.inc({ ended_reason: reason });
-    if (reason.startsWith('pipeline-error-')) this.providerErrors.inc({ provider: reason.slice('pipeline-error-'.length) });
+    if (reason.startsWith('pipeline-error-') && reason !== 'pipeline-error-switchboard') this.providerErrors.inc({ provider: reason.slice('pipeline-error-'.length) });
   }
 
   turn(latency: TurnLatency): void {

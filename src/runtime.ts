@@ -1,6 +1,7 @@
 /**
  * The live-call side of one process: provider adapters, the webhook sender and its durable
- * queue, call sessions, the call service that joins them, and the pruner of old delivery attempts.
+ * queue, call sessions with the call log beside them, the call service that joins them, and the
+ * pruners of old delivery attempts and old calls.
  */
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -11,22 +12,26 @@ import { createProviders, providerSettings } from './providers/index.js';
 import { WebhookService } from './webhooks/service.js';
 import { DeliveryPruner } from './webhooks/retention.js';
 import { createCallStore, type CallStore } from './calls/store.js';
+import { CallLogPruner, LoggedCallStore } from './calls/call-log.js';
 import { CallService } from './calls/service.js';
 import { WebhookCallNotifier } from './calls/webhook-notifier.js';
 import { createTwilioRest, type TwilioRest } from './telephony/twilio/rest.js';
 import type { TurnLatency } from './calls/latency.js';
 import type { CallNotifier } from './calls/notifier.js';
-import type { AssistantResolver } from './calls/service.js';
+import type { AssistantResolver, MediaLiveness } from './calls/service.js';
 import { Metrics } from './metrics.js';
 
 export interface Runtime {
   providers: Providers;
   webhooks: WebhookService;
-  callStore: CallStore;
+  /** The call sessions, with every call also written to the call log (`store.calls`). */
+  callStore: LoggedCallStore;
   calls: CallService;
   deliveries: DeliveryRepository;
   /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
   deliveryPruner: DeliveryPruner;
+  /** Deletes calls older than CALL_RETENTION_DAYS from the call log; stopped by `close`. */
+  callLogPruner: CallLogPruner;
   metrics: Metrics;
   /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
   close(graceMs?: number): Promise<void>;
@@ -38,11 +43,16 @@ export interface RuntimeOptions {
   logger: Logger;
   providers?: Providers;
   twilio?: TwilioRest;
+  /** The call sessions (default: Redis with REDIS_URL, else in process); the runtime adds the call log. */
   callStore?: CallStore;
   webhookQueueName?: string;
+  /** When a media stream counts as gone (tests shorten it). */
+  mediaLiveness?: Partial<MediaLiveness>;
   onTurnLatency?(latency: TurnLatency): void;
   /** When the pruner first runs and how often after that (tests shorten both). */
   deliveryPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
+  /** The same for the call log's pruner. */
+  callLogPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
@@ -57,7 +67,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
   });
   await webhooks.start();
-  const callStore = o.callStore ?? createCallStore(o.config.REDIS_URL);
+  const callStore = new LoggedCallStore(o.callStore ?? createCallStore(o.config.REDIS_URL), o.store.calls, o.logger);
   const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
   // every call ends with exactly one status-update `ended`: that is where calls are counted
   const notifier: CallNotifier = {
@@ -78,6 +88,8 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     twilio: o.twilio ?? createTwilioRest(o.config.TWILIO_API_BASE),
     logger: o.logger,
     publicUrl: o.config.PUBLIC_URL,
+    ...(o.mediaLiveness ? { mediaLiveness: o.mediaLiveness } : {}),
+    onReplay: () => metrics.voiceWebhookReplayed(),
     onTurnLatency: (latency) => {
       metrics.turn(latency);
       o.onTurnLatency?.(latency);
@@ -92,6 +104,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...o.deliveryPruning,
   });
   deliveryPruner.start();
+  const callLogPruner = new CallLogPruner({
+    calls: o.store.calls,
+    retentionDays: o.config.CALL_RETENTION_DAYS,
+    logger: o.logger.child({ component: 'call-log' }),
+    ...o.callLogPruning,
+  });
+  callLogPruner.start();
   let closing: Promise<void> | null = null;
   return {
     providers,
@@ -100,11 +119,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     calls: service,
     deliveries,
     deliveryPruner,
+    callLogPruner,
     metrics,
     close(graceMs = 0) {
       closing ??= (async () => {
         // first, so that a prune under way is over (after its current batch) before the database closes
         await deliveryPruner.stop();
+        await callLogPruner.stop();
         await service.shutdown(graceMs);
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)
@@ -115,6 +136,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
           clearTimeout(timer);
         }
         await webhooks.close();
+        // lets the last call-log writes (the calls just ended) finish, then closes the sessions
         await callStore.close();
       })();
       return closing;

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Store } from '../store/index.js';
 import type { AccountSettings } from '../store/account.js';
 import { maskSecret } from '../webhooks/secrets.js';
-import { webhookFromInput, webhookView } from './numbers.js';
+import { needsCurrentWebhook, webhookFromInput, webhookView } from './numbers.js';
 import { Account, AccountPatchBody, errorResponses } from './schemas.js';
 
 export const accountRoutes =
@@ -39,7 +39,9 @@ export const accountRoutes =
         response: { 200: one, ...errorResponses },
       },
       handler: async (request) => {
-        const { webhook, generated } = webhookFromInput(request.body.webhook);
+        const orgId = request.organization.id;
+        const current = needsCurrentWebhook(request.body.webhook) ? (await store.account.get(orgId)).webhook : null;
+        const { webhook, generated } = webhookFromInput(request.body.webhook, current);
         const settings = await store.account.update(request.organization.id, {
           webhook,
           twilio: request.body.telephony?.twilio,

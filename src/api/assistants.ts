@@ -6,10 +6,13 @@ import {
   assistantProblems,
   effectiveAssistant,
   type AssistantFields,
+  type AssistantPatch,
 } from '../../engine/assistant.js';
+import type { LlmConfig } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { StoredAssistant } from '../store/assistants.js';
 import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
+import { MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
 import { invalidRequest, notFound } from './errors.js';
 import {
   Assistant,
@@ -30,12 +33,45 @@ function prepare(fields: AssistantFields): { fields: AssistantFields; generatedS
   return { fields, generatedSecret: false };
 }
 
+/** The URLs of an LLM block (custom-llm server, tools) with `url` mapped; the rest as it is. */
+function mapLlmUrls<T extends LlmConfig | null | undefined>(llm: T, map: (url: string, path: string) => string): T {
+  if (!llm) return llm;
+  const out: LlmConfig = { ...llm };
+  if (llm.url !== undefined) out.url = map(llm.url, 'llm_config.url');
+  if (llm.tools) out.tools = llm.tools.map((t, i) => (t.url === undefined ? t : { ...t, url: map(t.url, `llm_config.tools[${i}].url`) }));
+  return out as T;
+}
+
+/**
+ * A write's URLs (webhook, custom-llm server, tools) sent back as they were shown, credentials
+ * masked, become the stored URLs again; a masked URL that matches no stored one is refused.
+ */
+function restoreAssistantUrls<T extends AssistantPatch>(input: T, current: AssistantFields | null): T {
+  const stored = current
+    ? [current.webhook_url, current.llm_config?.url, ...(current.llm_config?.tools ?? []).map((t) => t.url)]
+    : [];
+  const problems: string[] = [];
+  const restore = (url: string, path: string) => {
+    const real = restoreMaskedUrl(url, stored);
+    if (real === null) problems.push(`${path}: ${MASKED_URL_PROBLEM}`);
+    return real ?? url;
+  };
+  const out: T = { ...input };
+  if (typeof input.webhook_url === 'string') out.webhook_url = restore(input.webhook_url, 'webhook_url');
+  if (input.llm_config) out.llm_config = mapLlmUrls(input.llm_config, restore);
+  if (problems.length > 0) throw invalidRequest(problems, 'The assistant is not valid.');
+  return out;
+}
+
 export function assistantView(stored: StoredAssistant, showSecret = false) {
   const { realtime: _derived, ...effective } = effectiveAssistant(stored.fields);
   const secret = effective.webhook_secret;
   return {
     id: stored.id,
     ...effective,
+    // credentials in URLs are write-only like the secret (docs/decisions.md, API)
+    webhook_url: effective.webhook_url === null ? null : maskUrlCredentials(effective.webhook_url),
+    llm_config: mapLlmUrls(effective.llm_config, maskUrlCredentials),
     webhook_secret: secret && !showSecret ? maskSecret(secret) : secret,
     created_at: stored.created_at,
     updated_at: stored.updated_at,
@@ -56,7 +92,7 @@ export const assistantRoutes =
         response: { 201: one, ...errorResponses },
       },
       handler: async (request, reply) => {
-        const { fields, generatedSecret } = prepare(request.body as AssistantFields);
+        const { fields, generatedSecret } = prepare(restoreAssistantUrls(request.body, null) as AssistantFields);
         const stored = await store.assistants.create(request.organization.id, fields);
         return reply.code(201).send({ assistant: assistantView(stored, generatedSecret) });
       },
@@ -93,7 +129,7 @@ export const assistantRoutes =
       handler: async (request) => {
         let generated = false;
         const stored = await store.assistants.update(request.organization.id, request.params.id, (current) => {
-          const result = prepare(applyAssistantPatch(current, request.body));
+          const result = prepare(applyAssistantPatch(current, restoreAssistantUrls(request.body, current)));
           generated = result.generatedSecret;
           return result.fields;
         });

@@ -6,6 +6,8 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { DeliveryRepository } from '../store/deliveries.js';
+import { publicAttemptError } from '../webhooks/http.js';
+import { maskUrlCredentials } from '../webhooks/url-credentials.js';
 import { notFound } from './errors.js';
 import { errorResponses, IdParams } from './schemas.js';
 
@@ -13,11 +15,14 @@ export const WebhookAttempt = z.object({
   id: z.string(),
   message_id: z.string().describe('X-Webhook-Id: the same on every attempt of one message'),
   event: z.string(),
-  url: z.string(),
+  url: z.string().describe('credentials in it masked: https://user:****@host/...'),
   attempt: z.number().int().describe('1 for the first attempt'),
   outcome: z.enum(['delivered', 'retrying', 'failed', 'gave-up']),
   status_code: z.number().int().nullable().describe('null when no HTTP answer came (timeout, refused connection)'),
-  error: z.string().nullable(),
+  error: z
+    .string()
+    .nullable()
+    .describe('why it failed: HTTP 500, timed out, connection failed, blocked address, … (no network detail)'),
   duration_ms: z.number().int(),
   next_retry_at: z.string().nullable(),
   created_at: z.string(),
@@ -48,11 +53,12 @@ export const callWebhookRoutes =
             id: a.id,
             message_id: a.message_id,
             event: a.event,
-            url: a.url,
+            // attempts are recorded masked; older ones may not be
+            url: maskUrlCredentials(a.url),
             attempt: a.attempt,
             outcome: a.outcome,
             status_code: a.status_code,
-            error: a.error,
+            error: publicAttemptError(a.error),
             duration_ms: a.duration_ms,
             next_retry_at: a.next_retry_at,
             created_at: a.created_at,

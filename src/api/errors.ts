@@ -2,6 +2,8 @@
  * One error type for every API failure, each with a stable `error` phrase (DECISIONS 2), and the
  * Fastify error handler that turns anything thrown into exactly those bodies.
  */
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { formatZodIssues } from '../../engine/validate.js';
@@ -41,6 +43,20 @@ export const notFound = (what: string, id: string) =>
   new ApiError(404, 'Not found', `No ${what} with id ${JSON.stringify(id)}.`);
 export const inUse = (message: string, details: string[]) =>
   new ApiError(409, 'In use', message, details);
+/** A value that must be unique is taken: `number +1… is already registered` (each detail, path first). */
+export const conflict = (details: string[]) =>
+  new ApiError(409, 'Conflict', details.map((d) => d.replace(/^([^:\s]+): /, '$1 ')).join('; '), details);
+
+/** `1 MiB`, `64 KiB`, `1500 bytes`. */
+export function formatBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MiB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KiB`;
+  return `${bytes} bytes`;
+}
+
+/** 413 naming the limit of the route that refused the body. */
+export const payloadTooLarge = (limitBytes: number) =>
+  new ApiError(413, 'Payload too large', `The request body is over the ${formatBytes(limitBytes)} limit.`);
 
 /** A request part that failed its zod schema (params, query, body, headers). */
 export class RequestValidationError extends Error {
@@ -63,7 +79,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
 }
 
 function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
-  const apiError = toApiError(err, request.id);
+  const apiError = toApiError(err, request);
   if (apiError.statusCode >= 500) {
     request.log.error({ err }, 'request failed');
   } else {
@@ -79,7 +95,41 @@ function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): 
 export const frameworkErrors = (err: FastifyError, request: FastifyRequest, reply: FastifyReply) =>
   sendError(err, request, reply);
 
-function toApiError(err: unknown, requestId: string): ApiError {
+/** The body limit that applied to this request: the route's own, else the server's. */
+function bodyLimitOf(request: FastifyRequest): number | undefined {
+  try {
+    return request.routeOptions.bodyLimit;
+  } catch {
+    return undefined; // before routing, there is no route
+  }
+}
+
+/**
+ * Fastify's `clientErrorHandler` option: what Node's HTTP parser refuses before there is a
+ * request (headers over the limit, a request too slow to arrive, bytes that are not HTTP) is
+ * answered with the same bodies as everything else, not Fastify's own `{statusCode, …}`.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const apiError =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new ApiError(431, 'Request headers too large', `The request headers are over the ${formatBytes(maxHeaderSize)} limit.`)
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new ApiError(408, 'Request timeout', 'The request did not arrive in time.')
+        : invalidRequest(['request: not valid HTTP/1.1'], 'The request could not be read.');
+  this.log.debug({ err, status: apiError.statusCode }, 'client error');
+  if (socket.writable) {
+    const body = JSON.stringify(apiError.body());
+    socket.write(
+      `HTTP/1.1 ${apiError.statusCode} ${STATUS_CODES[apiError.statusCode]}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
+function toApiError(err: unknown, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof InUseError) {
     const count = err.numbers.length;
@@ -88,9 +138,8 @@ function toApiError(err: unknown, requestId: string): ApiError {
       err.numbers.map((n) => `number ${n.id} (${n.number})`),
     );
   }
-  if (err instanceof UnknownReferenceError || err instanceof ConflictError) {
-    return invalidRequest(err.details);
-  }
+  if (err instanceof UnknownReferenceError) return invalidRequest(err.details);
+  if (err instanceof ConflictError) return conflict(err.details);
   if (err instanceof RequestValidationError) {
     const where = err.part === 'params' ? 'path' : err.part === 'querystring' ? 'query' : err.part;
     if (err.part === 'params') return new ApiError(404, 'Not found', 'No such resource.');
@@ -106,7 +155,7 @@ function toApiError(err: unknown, requestId: string): ApiError {
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return invalidRequest(['body: Content-Length does not match the body']);
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ApiError(413, 'Payload too large', 'The request body is over the 1 MiB limit.');
+      return tooLarge(request);
     case 'FST_ERR_BAD_URL':
       return invalidRequest(['path: not a valid URL (malformed percent-encoding)']);
     case 'FST_ERR_MAX_PARAM_LENGTH':
@@ -116,9 +165,16 @@ function toApiError(err: unknown, requestId: string): ApiError {
       break;
   }
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    if (e.statusCode === 413) return new ApiError(413, 'Payload too large', e.message);
+    if (e.statusCode === 413) return tooLarge(request);
     if (e.statusCode === 429) return new ApiError(429, 'Too many requests', e.message);
     return invalidRequest([e.message]);
   }
-  return new ApiError(500, 'Internal error', `request ${requestId}`);
+  return new ApiError(500, 'Internal error', `request ${request.id}`);
+}
+
+function tooLarge(request: FastifyRequest): ApiError {
+  const limit = bodyLimitOf(request);
+  return limit === undefined
+    ? new ApiError(413, 'Payload too large', 'The request body is over the limit.')
+    : payloadTooLarge(limit);
 }

@@ -5,8 +5,10 @@ import { WEBHOOK_EVENT_TYPES } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { PhoneNumber as StoredNumber, WebhookSettings } from '../store/numbers.js';
 import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
-import { notFound } from './errors.js';
+import { isMaskedUrl, MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
+import { invalidRequest, notFound } from './errors.js';
 import {
+  ErrorBody,
   errorResponses,
   IdParams,
   NumberCreateBody,
@@ -15,15 +17,21 @@ import {
   WebhookSettingsInput,
 } from './schemas.js';
 
-/** Completes webhook settings from a request: all events by default, a generated secret. */
+/**
+ * Completes webhook settings from a request: all events by default, a generated secret. A URL
+ * sent back as it was shown (credentials masked) is the `current` one's URL again.
+ */
 export function webhookFromInput(
   input: z.infer<typeof WebhookSettingsInput> | null | undefined,
+  current: WebhookSettings | null = null,
 ): { webhook: WebhookSettings | null | undefined; generated: boolean } {
   if (input === undefined || input === null) return { webhook: input, generated: false };
+  const url = restoreMaskedUrl(input.url, [current?.url]);
+  if (url === null) throw invalidRequest([`webhook.url: ${MASKED_URL_PROBLEM}`]);
   const generated = input.secret === undefined;
   return {
     webhook: {
-      url: input.url,
+      url,
       secret: input.secret ?? generateWebhookSecret(),
       events: input.events ?? [...WEBHOOK_EVENT_TYPES],
     },
@@ -31,9 +39,16 @@ export function webhookFromInput(
   };
 }
 
+/** Needs the stored settings only when the request sent a masked URL back. */
+export const needsCurrentWebhook = (input: { url: string } | null | undefined) => !!input && isMaskedUrl(input.url);
+
 export function webhookView(webhook: WebhookSettings | null, showSecret: boolean) {
   if (!webhook) return null;
-  return { ...webhook, secret: webhook.secret && !showSecret ? maskSecret(webhook.secret) : webhook.secret };
+  return {
+    ...webhook,
+    url: maskUrlCredentials(webhook.url),
+    secret: webhook.secret && !showSecret ? maskSecret(webhook.secret) : webhook.secret,
+  };
 }
 
 const numberView = (n: StoredNumber, showSecret = false) => ({
@@ -50,9 +65,9 @@ export const numberRoutes =
     app.post('/numbers', {
       schema: {
         tags,
-        summary: 'Register a phone number (E.164, unique)',
+        summary: 'Register a phone number (E.164, unique across the deployment: 409 when taken)',
         body: NumberCreateBody,
-        response: { 201: one, ...errorResponses },
+        response: { 201: one, 409: ErrorBody.describe('Conflict'), ...errorResponses },
       },
       handler: async (request, reply) => {
         const { webhook, generated } = webhookFromInput(request.body.webhook);
@@ -90,11 +105,18 @@ export const numberRoutes =
         summary: 'Update a phone number; workflow_id attaches a workflow (UUID) or detaches it (null)',
         params: IdParams,
         body: NumberPatchBody,
-        response: { 200: one, ...errorResponses },
+        response: { 200: one, 409: ErrorBody.describe('Conflict'), ...errorResponses },
       },
       handler: async (request) => {
-        const { webhook, generated } = webhookFromInput(request.body.webhook);
-        const updated = await store.numbers.update(request.organization.id, request.params.id, {
+        const orgId = request.organization.id;
+        let current: WebhookSettings | null = null;
+        if (needsCurrentWebhook(request.body.webhook)) {
+          const found = await store.numbers.get(orgId, request.params.id);
+          if (!found) throw notFound('number', request.params.id);
+          current = found.webhook;
+        }
+        const { webhook, generated } = webhookFromInput(request.body.webhook, current);
+        const updated = await store.numbers.update(orgId, request.params.id, {
           ...request.body,
           webhook,
         });

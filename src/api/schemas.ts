@@ -99,7 +99,7 @@ export const WebhookSettingsInput = z.strictObject({
 });
 
 export const WebhookSettings = z.object({
-  url: z.string(),
+  url: z.string().describe('credentials in it shown masked (https://user:****@host/...); sent back as shown, they are kept'),
   secret: z.string().nullable(),
   events: z.array(z.string()),
 });

@@ -22,4 +22,6 @@ export interface ActiveCall {
    */
   terminate(reason: string, note?: string): Promise<void>;
   isEnded(): boolean;
+  /** A defect inside the call (its code threw): it ends `pipeline-error-switchboard`, never the process. */
+  fail(err: unknown, where: string): void;
 }

@@ -18,6 +18,9 @@ import { OutboundPacer, type OutboundSink } from './outbound.js';
 import type { CallRecord, CallStore } from './store.js';
 import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
 
+/** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
+export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
+
 export interface LiveCallDeps {
   providers: Providers;
   notifier: CallNotifier;
@@ -105,18 +108,22 @@ export abstract class BaseCall implements ActiveCall {
       log: this.log,
       gdprMode: this.assistant.gdpr_mode,
       ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
+      onFailure: (err, where) => this.fail(err, where),
     });
     this.pacer = new OutboundPacer(
-      deps.onTurnLatency
-        ? {
-            sendFrame: (frame) => {
-              media.sendFrame(frame);
-              if (this.turn?.audioStarted) this.turnDone();
-            },
-            sendMark: (name) => media.sendMark(name),
-            sendClear: () => media.sendClear(),
-          }
-        : media,
+      this.shielded<OutboundSink>(
+        deps.onTurnLatency
+          ? {
+              sendFrame: (frame) => {
+                media.sendFrame(frame);
+                if (this.turn?.audioStarted) this.turnDone();
+              },
+              sendMark: (name) => media.sendMark(name),
+              sendClear: () => media.sendClear(),
+            }
+          : { sendFrame: (f) => media.sendFrame(f), sendMark: (n) => media.sendMark(n), sendClear: () => media.sendClear() },
+        'media out',
+      ),
     );
   }
 
@@ -128,8 +135,46 @@ export abstract class BaseCall implements ActiveCall {
   /** The caller hung up (stream `stop` or the socket closed). */
   callerHungUp(): void {
     if (this.ended) return;
-    this.session?.send({ type: 'hangup' });
+    if (this.session?.isStarted()) this.session.send({ type: 'hangup' });
     void this.end('customer-ended-call', { hangUp: false });
+  }
+
+  /**
+   * A defect inside the call (its own code threw or rejected): the call ends
+   * `pipeline-error-switchboard`, with its report; never the process, never another call.
+   */
+  fail(err: unknown, where: string): void {
+    this.log.error({ err, where }, 'the call failed inside Switchboard; ending it');
+    if (this.ended) return;
+    this.record.errors.push(`switchboard: internal error (${where}); the server log has the details under this call id`);
+    void this.end(INTERNAL_FAILURE, { hangUp: true });
+  }
+
+  /**
+   * Callbacks handed to code that runs them from the event loop (a provider's socket, a timer):
+   * one that throws ends this call instead of reaching the process.
+   */
+  protected shielded<T extends object>(callbacks: T, where: string): T {
+    const out: Record<string, unknown> = {};
+    for (const [name, fn] of Object.entries(callbacks)) {
+      out[name] =
+        typeof fn === 'function'
+          ? (...args: unknown[]) => {
+              try {
+                return (fn as (...a: unknown[]) => unknown)(...args);
+              } catch (err) {
+                this.fail(err, `${where}.${name}`);
+                return undefined;
+              }
+            }
+          : fn;
+    }
+    return out as T;
+  }
+
+  /** Work the call starts and does not wait for: a rejection ends the call, never reaches the process. */
+  protected guard(work: Promise<unknown>, where: string): void {
+    work.catch((err: unknown) => this.fail(err, where));
   }
 
   /** Ends the call from outside (shutdown grace over, worker decisions). */
@@ -156,7 +201,7 @@ export abstract class BaseCall implements ActiveCall {
 
   /** The engine's session for the record (saved as it goes and at the end), once it counts. */
   protected engineSession(): CallSession | null {
-    return this.session ?? null;
+    return this.session?.isStarted() ? this.session : null;
   }
 
   /** `max_duration_seconds` has passed. */
@@ -207,7 +252,7 @@ export abstract class BaseCall implements ActiveCall {
       if (this.ended) return;
       switch (command.type) {
         case 'call_tool':
-          void this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id);
+          this.guard(this.callToolNode(command.tool_call_id, command.tool_name, command.url, command.arguments, command.node_id), 'tool node');
           break;
         case 'hang_up':
           void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
@@ -246,10 +291,14 @@ export abstract class BaseCall implements ActiveCall {
     const fire = (nextMs: number) => {
       this.silenceTimer = setTimeout(() => {
         this.silenceTimer = null;
-        if (!this.silenceCounts()) return;
-        this.silencePrompts++;
-        this.dispatch({ type: 'timer.silence' });
-        if (!this.ended) fire(policy.interval_seconds * 1000);
+        try {
+          if (!this.silenceCounts()) return;
+          this.silencePrompts++;
+          this.dispatch({ type: 'timer.silence' });
+          if (!this.ended) fire(policy.interval_seconds * 1000);
+        } catch (err) {
+          this.fail(err, 'silence check');
+        }
       }, nextMs);
     };
     fire(this.firstSilenceCheckSeconds() * 1000);
@@ -291,16 +340,30 @@ export abstract class BaseCall implements ActiveCall {
     }
   }
 
+  /**
+   * Ends the call once: releases what it runs, hangs up (or waits for the transfer), closes the
+   * media and the record. Never rejects: a step that throws is logged and the others still run,
+   * so the call gets its end and its report whatever failed.
+   */
   protected async end(reason: string, options: { hangUp: boolean }): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    this.disarmSilence();
-    this.ledger.clearTimers();
-    await this.release();
-    this.session?.stop();
+    const step = async (what: string, fn: () => unknown): Promise<void> => {
+      try {
+        await fn();
+      } catch (err) {
+        this.log.error({ err, step: what }, 'a step of ending the call failed');
+      }
+    };
+    await step('timers', () => {
+      this.disarmSilence();
+      this.ledger.clearTimers();
+    });
+    await step('release', () => this.release());
+    await step('engine', () => this.session?.stop());
     if (reason === 'call-transferred' && this.transferring) {
       // closing the stream before the telephony provider took the transfer would drop the caller
-      const failure = await this.transferring;
+      const failure = await this.transferring.catch(() => 'pipeline-error-telephony');
       if (failure) [reason, options] = [failure, { hangUp: true }];
     }
     if (options.hangUp) {
@@ -308,7 +371,7 @@ export abstract class BaseCall implements ActiveCall {
         this.log.warn({ err }, 'hang-up through the telephony API failed');
       });
     }
-    this.media.close();
+    await step('media', () => this.media.close());
     await this.ledger.close(reason, this.engineSession());
   }
 

@@ -13,6 +13,8 @@ export interface CallLedgerDeps {
   log: Logger;
   gdprMode: boolean;
   onEnded?(call: CallRecord): void;
+  /** A call's own code threw (a timer callback): the call ends, never the process. */
+  onFailure(err: unknown, where: string): void;
 }
 
 export class CallLedger {
@@ -47,10 +49,15 @@ export class CallLedger {
     setImmediate(() => {
       this.persistPending = false;
       const s = session();
-      if (this.closed || !s) return;
-      this.record.current_node = s.state().node_id;
-      this.record.nodes_visited = [...s.nodesVisited()];
-      this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
+      if (this.closed || !s?.isStarted()) return;
+      try {
+        this.record.current_node = s.state().node_id;
+        this.record.nodes_visited = [...s.nodesVisited()];
+        this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
+      } catch (err) {
+        this.deps.onFailure(err, 'session save');
+        return;
+      }
       // the store copies the record before it returns, and keeps the order of saves
       const saved = this.deps.store.save(this.record).catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
       this.saveChain = this.saveChain.then(() => saved);
@@ -61,7 +68,11 @@ export class CallLedger {
   timer(ms: number, fn: () => void): void {
     const t = setTimeout(() => {
       this.timers.delete(t);
-      fn();
+      try {
+        fn();
+      } catch (err) {
+        this.deps.onFailure(err, 'timer');
+      }
     }, ms);
     this.timers.add(t);
   }
@@ -74,29 +85,43 @@ export class CallLedger {
   /**
    * The call is over (its media and providers already closed): the record gets its end, the
    * `status-update` `ended` and the end-of-call-report are sent, and the session is saved.
-   * `session` is the engine's, when it had started.
+   * `session` is the engine's, when it had started. Never throws: each step that fails is logged
+   * and the next one still runs, so that every call gets its end, its report and `onEnded`.
    */
   async close(reason: string, session: CallSession | null): Promise<void> {
     this.closed = true;
     this.clearTimers();
     const r = this.record;
-    r.status = 'ended';
-    r.ended_reason = reason;
-    r.ended_at = new Date().toISOString();
-    if (session) {
-      r.current_node = session.state().node_id;
-      r.nodes_visited = [...session.nodesVisited()];
-      r.engine = session.snapshot() as unknown as Record<string, unknown>;
+    const step = async (what: string, fn: () => unknown): Promise<void> => {
+      try {
+        await fn();
+      } catch (err) {
+        this.deps.log.error({ err, step: what }, 'a step of closing the call failed');
+      }
+    };
+    try {
+      r.status = 'ended';
+      r.ended_reason = reason;
+      r.ended_at = new Date().toISOString();
+      await step('engine snapshot', () => {
+        if (!session?.isStarted()) return;
+        r.current_node = session.state().node_id;
+        r.nodes_visited = [...session.nodesVisited()];
+        r.engine = session.snapshot() as unknown as Record<string, unknown>;
+      });
+      this.deps.log.info({ endedReason: reason }, 'call ended');
+      await step('status-update', () => this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason }));
+      await step('end-of-call-report', () => this.deps.notifier.endOfCallReport(r));
+      if (this.deps.gdprMode) {
+        r.messages = [];
+        r.engine = null;
+      }
+      // the report has its copy: an ended call needs no workflow snapshot (it can be large)
+      r.definition = null;
+      await step('earlier saves', () => this.saveChain);
+      await step('save', () => this.deps.store.save(r));
+    } finally {
+      this.deps.onEnded?.(r);
     }
-    this.deps.log.info({ endedReason: reason }, 'call ended');
-    await this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason });
-    await this.deps.notifier.endOfCallReport(r);
-    if (this.deps.gdprMode) {
-      r.messages = [];
-      r.engine = null;
-    }
-    await this.saveChain;
-    await this.deps.store.save(r).catch((err: Error) => this.deps.log.error({ err }, 'could not save the ended call'));
-    this.deps.onEnded?.(r);
   }
 }

@@ -49,16 +49,19 @@ export class LiveCall extends BaseCall {
       pacer: this.pacer,
       tts: () => this.timedTts(this.ttsInUse()),
       pronunciations: () => this.assistant.speech_config.pronunciation,
-      onError: (err) => this.providerFailed(err),
-      onFirstAudio: () => this.firstAudioOut(),
+      ...this.shielded({
+        onError: (err: Error) => this.providerFailed(err),
+        onFirstAudio: () => this.firstAudioOut(),
+      }, 'speaker'),
     });
     const tt = this.assistant.speech_config.turn_taking;
-    this.turns = new TurnTaking(tt, {
-      onEndOfTurn: (text) => this.callerTurn(text),
+    // turn-taking runs these from its timers
+    this.turns = new TurnTaking(tt, this.shielded({
+      onEndOfTurn: (text: string) => this.callerTurn(text),
       onInterruptionStart: () => this.speaker.pause(),
       onInterruptionConfirmed: () => this.interrupted(),
       onFalseInterruption: () => this.speaker.resume(),
-    }, {
+    }, 'turn-taking'), {
       assistantSpeaking: () => this.speaker.speakingInterruptible(),
       now: () => performance.now(),
     });
@@ -127,11 +130,11 @@ export class LiveCall extends BaseCall {
       case 'set_provider_overrides': {
         const { type: _t, node_id: _n, ...blocks } = command;
         this.overrides = blocks;
-        void this.openStt().catch((err: Error) => this.providerFailed(err));
+        this.guard(this.openStt().catch((err: Error) => this.providerFailed(err)), 'stt switch');
         break;
       }
       case 'run_model':
-        void this.runModel(command);
+        this.guard(this.runModel(command), 'model run');
         break;
       case 'transfer':
         this.transferring = this.transfer(command.destination);
@@ -234,7 +237,7 @@ export class LiveCall extends BaseCall {
   /** Runs `then` once `u` is over: when it has played out, or at once when `over` is called (cut). */
   private whenOver(u: Utterance, then: (outcome: UtteranceOutcome) => void): void {
     this.playing.set(u, then);
-    void u.played.then((outcome) => this.over(u, outcome));
+    this.guard(u.played.then((outcome) => this.over(u, outcome)), 'utterance played');
   }
 
   /** `u` is over (once per utterance; later calls do nothing). */
@@ -420,7 +423,7 @@ export class LiveCall extends BaseCall {
     if (!provider) throw new Error(`no stt adapter for "${config.provider}"`);
     const previous = this.stt;
     this.stt = null;
-    const session = await provider.connect(config, {
+    const session = await provider.connect(config, this.shielded<Parameters<typeof provider.connect>[1]>({
       onTranscript: (t) => {
         if (t.text.trim() !== '') this.disarmSilence();
         this.turns.transcript(t);
@@ -432,7 +435,7 @@ export class LiveCall extends BaseCall {
       },
       onUtteranceEnd: () => this.turns.utteranceEnd(),
       onError: (err) => this.providerFailed(err),
-    });
+    }, 'stt'));
     if (this.ended) {
       void session.close();
       return;

@@ -434,11 +434,19 @@ export class RealtimeCall extends BaseCall {
     this.stallTimer = setTimeout(() => {
       this.stallTimer = null;
       if (this.ended || this.current || this.requested.length === 0) return;
-      const lost = this.requested[0]!;
-      this.log.warn({ kind: lost.kind, sayId: lost.sayId }, 'a requested realtime response never started');
-      this.settle(lost, false);
-      this.armStall();
+      try {
+        this.stalled();
+      } catch (err) {
+        this.fail(err, 'response stall');
+      }
     }, RESPONSE_STALL_MS);
+  }
+
+  private stalled(): void {
+    const lost = this.requested[0]!;
+    this.log.warn({ kind: lost.kind, sayId: lost.sayId }, 'a requested realtime response never started');
+    this.settle(lost, false);
+    this.armStall();
   }
 
   private clearStall(): void {
@@ -450,15 +458,15 @@ export class RealtimeCall extends BaseCall {
   // the caller
 
   private realtimeEvents(): RealtimeEvents {
-    return {
+    return this.shielded<RealtimeEvents>({
       onAudio: (mulaw, itemId) => this.modelAudio(mulaw, itemId),
       onSpeechStarted: () => this.callerStarted(),
       onSpeechStopped: () => this.callerStopped(),
       onTranscript: (role, text, final) => this.transcript(role, text, final),
-      onFunctionCall: (call) => void this.functionCall(call),
+      onFunctionCall: (call) => this.guard(this.functionCall(call), 'function call'),
       onResponseDone: () => this.responseDone(),
       onError: (err) => this.providerFailed(err),
-    };
+    }, 'realtime');
   }
 
   private callerStarted(): void {

@@ -57,15 +57,47 @@ export interface CallServiceOptions {
   publicUrl: string;
   /** Seconds without a heartbeat after which another process finalizes a call. */
   staleSeconds?: number;
+  /** When a media stream counts as gone (tests shorten these). */
+  mediaLiveness?: Partial<MediaLiveness>;
   onTurnLatency?(latency: TurnLatency): void;
+  /** A voice webhook was refused as a replay of a call already taken. */
+  onReplay?(): void;
 }
 
 export type VoiceWebhookResult =
   | { status: 200; twiml: string; callId: string }
-  | { status: 403 | 404; message: string };
+  | { status: 400 | 403 | 404; message: string };
 
 const STREAM_PATH = '/telephony/twilio/media';
 const HEARTBEAT_MS = 5_000;
+/**
+ * How long one `AccountSid` + `CallSid` stays taken: a replay of a signed voice webhook within it
+ * makes no call (Twilio's signature has no timestamp). As long as call sessions are kept.
+ */
+const CALL_SID_CLAIM_SECONDS = 24 * 3600;
+
+/**
+ * When the far end of a media stream is gone. Twilio sends a media frame every 20 ms, silence
+ * included, and answers WebSocket pings; a mark is echoed once the audio before it has played,
+ * which the pacer sends at most a few frames ahead of real time.
+ */
+export interface MediaLiveness {
+  /** No media frame for this long: the stream is gone. */
+  idleMs: number;
+  /** A ping goes out this often; one not answered by the next means the stream is gone. */
+  pingMs: number;
+  /** A mark not echoed this long after it was sent counts as played (the far end may never echo it). */
+  markGraceMs: number;
+  /** How often every stream is checked (one timer for the process). */
+  checkMs: number;
+}
+
+export const DEFAULT_MEDIA_LIVENESS: MediaLiveness = { idleMs: 5_000, pingMs: 10_000, markGraceMs: 3_000, checkMs: 500 };
+
+/** One open media stream, as the liveness check sees it. */
+interface StreamWatch {
+  check(now: number): void;
+}
 
 export class CallService {
   readonly workerId = `w-${randomUUID()}`;
@@ -73,9 +105,13 @@ export class CallService {
   private accepting = true;
   private heartbeat: NodeJS.Timeout | null = null;
   private readonly log: Logger;
+  private readonly liveness: MediaLiveness;
+  private readonly streams = new Set<StreamWatch>();
+  private livenessTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: CallServiceOptions) {
     this.log = o.logger.child({ component: 'calls' });
+    this.liveness = { ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness };
   }
 
   liveCount(): number {
@@ -106,15 +142,25 @@ export class CallService {
     if (!this.accepting) {
       return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
     }
+    const callSid = str('CallSid');
+    const accountSid = str('AccountSid');
+    if (!callSid || !accountSid) return { status: 400, message: 'CallSid and AccountSid are required' };
 
     const record = newCallRecord({
       organization_id: number.organization_id,
       number_id: number.id,
       phone_number: { number: number.number, name: number.name },
       customer: { number: str('From') },
-      twilio: { call_sid: str('CallSid'), account_sid: str('AccountSid') },
+      twilio: { call_sid: callSid, account_sid: accountSid },
     });
     const log = this.log.child({ callId: record.id });
+    // one call per Twilio call: a replayed (or retried) signed request creates and sends nothing
+    const earlier = await this.o.calls.claimTransportCall(`twilio:${accountSid}:${callSid}`, record.id, CALL_SID_CLAIM_SECONDS);
+    if (earlier) {
+      log.warn({ numberId: number.id, earlierCallId: earlier }, 'voice webhook replayed: the CallSid already has a call; refused');
+      this.o.onReplay?.();
+      return { status: 200, twiml: rejectTwiml(), callId: earlier };
+    }
 
     const resolved = await this.resolveAssistant(record, number, account);
     if ('rejected' in resolved) return this.rejectAtStart(record, resolved.reason, resolved.errors);
@@ -219,12 +265,16 @@ export class CallService {
     record.ended_at = now;
     record.errors = errors;
     this.log.info({ callId: record.id, endedReason: reason, errors }, 'call rejected before pickup');
-    await this.o.calls.create(record);
-    await this.o.calls.save(record);
+    // a refused call runs nothing: it keeps no workflow snapshot (which can be large)
+    const { definition: _definition, ...kept } = record;
+    const stored: CallRecord = { ...kept, definition: null };
+    await this.o.calls.create(stored);
+    await this.o.calls.save(stored);
     // every call that got an id gets its status-update `ended` and its report, rejected ones too
     void this.o.notifier
       .statusUpdate(record, 'ended', { ended_reason: reason, errors })
-      .then(() => this.o.notifier.endOfCallReport(record));
+      .then(() => this.o.notifier.endOfCallReport(record))
+      .catch((err: unknown) => this.log.error({ err, callId: record.id }, 'could not queue the webhooks of a rejected call'));
     return { status: 200, twiml: rejectTwiml(), callId: record.id };
   }
 
@@ -236,6 +286,12 @@ export class CallService {
     let call: ActiveCall | null = null;
     let streamSid = '';
     let starting = false;
+    let lastMediaAt = performance.now();
+    let lastPingAt = performance.now();
+    let pongDue = false;
+    /** Marks sent and not yet echoed, oldest first. */
+    const pendingMarks: Array<{ name: string; sentAt: number }> = [];
+    let marksAssumed = false;
     const refuse = (why: string) => {
       this.log.warn({ remote, why }, 'media stream refused');
       ws.close(1008, 'refused');
@@ -243,6 +299,54 @@ export class CallService {
     const startTimer = setTimeout(() => {
       if (!call) refuse('no start message within 10 s');
     }, 10_000);
+    /** The call's own code runs here: what it throws ends that call, never the process. */
+    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
+      const c = call;
+      if (!c) return;
+      try {
+        fn(c);
+      } catch (err) {
+        c.fail(err, what);
+      }
+    };
+    const gone = (why: string) => {
+      const c = call;
+      stopWatching();
+      ws.terminate();
+      if (!c || c.isEnded()) return;
+      this.log.warn({ callId: c.record.id, why }, 'media stream gone; ending the call');
+      void c.terminate('customer-ended-call', `the media stream went away: ${why}`);
+    };
+    const watch: StreamWatch = {
+      check: (now) => {
+        if (!call || call.isEnded()) return;
+        if (now - lastMediaAt > this.liveness.idleMs) {
+          return gone(`no media from the far end for ${Math.round((now - lastMediaAt) / 1000)} s`);
+        }
+        if (now - lastPingAt >= this.liveness.pingMs) {
+          if (pongDue) return gone('the far end stopped answering WebSocket pings');
+          pongDue = true;
+          lastPingAt = now;
+          ws.ping();
+        }
+        // playback progress must not hang on an echo that never comes (silence checks wait for it)
+        while (pendingMarks.length > 0 && now - pendingMarks[0]!.sentAt > this.liveness.markGraceMs) {
+          const { name } = pendingMarks.shift()!;
+          if (!marksAssumed) {
+            marksAssumed = true;
+            this.log.warn({ callId: call.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed');
+          }
+          toCall('mark', (c) => c.mark(name));
+        }
+      },
+    };
+    const stopWatching = () => {
+      clearTimeout(startTimer);
+      this.streams.delete(watch);
+    };
+    ws.on('pong', () => {
+      pongDue = false;
+    });
 
     ws.on('message', (data, isBinary) => {
       if (isBinary) return refuse('binary frame');
@@ -264,16 +368,25 @@ export class CallService {
           const params = m.start.customParameters ?? {};
           void this.beginCall(params.call_id ?? '', params.token ?? '', {
             sendFrame: (frame) => ws.readyState === ws.OPEN && ws.send(mediaMessage(streamSid, frame)),
-            sendMark: (name) => ws.readyState === ws.OPEN && ws.send(markMessage(streamSid, name)),
+            sendMark: (name) => {
+              if (ws.readyState !== ws.OPEN) return;
+              ws.send(markMessage(streamSid, name));
+              pendingMarks.push({ name, sentAt: performance.now() });
+            },
             sendClear: () => ws.readyState === ws.OPEN && ws.send(clearMessage(streamSid)),
             close: () => {
+              stopWatching();
               if (ws.readyState === ws.OPEN) ws.close(1000, 'call ended');
             },
           }).then(
             (c) => {
               if (!c) return refuse('unknown call or wrong token');
               call = c;
-              if (ws.readyState !== ws.OPEN) c.callerHungUp();
+              lastMediaAt = performance.now();
+              lastPingAt = lastMediaAt;
+              if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
+              this.streams.add(watch);
+              this.watchStreams();
             },
             (err: Error) => {
               this.log.error({ err }, 'call could not start');
@@ -283,24 +396,43 @@ export class CallService {
           return;
         }
         case 'media':
-          if (call) call.audio(Buffer.from(m.media.payload, 'base64'));
+          lastMediaAt = performance.now();
+          toCall('caller audio', (c) => c.audio(Buffer.from(m.media.payload, 'base64')));
           return;
-        case 'mark':
-          call?.mark(m.mark.name);
+        case 'mark': {
+          const i = pendingMarks.findIndex((p) => p.name === m.mark.name);
+          if (i < 0) return; // not ours, or already counted as played
+          pendingMarks.splice(i, 1);
+          toCall('mark', (c) => c.mark(m.mark.name));
           return;
+        }
         case 'dtmf':
-          call?.dtmf(m.dtmf.digit);
+          toCall('key press', (c) => c.dtmf(m.dtmf.digit));
           return;
         case 'stop':
-          call?.callerHungUp();
+          toCall('hang-up', (c) => c.callerHungUp());
           return;
       }
     });
     ws.on('close', () => {
-      clearTimeout(startTimer);
-      call?.callerHungUp();
+      stopWatching();
+      toCall('hang-up', (c) => c.callerHungUp());
     });
     ws.on('error', () => undefined);
+  }
+
+  /** One timer for the process checks every open stream's liveness. */
+  private watchStreams(): void {
+    if (this.livenessTimer) return;
+    this.livenessTimer = setInterval(() => {
+      const now = performance.now();
+      for (const stream of this.streams) stream.check(now);
+      if (this.streams.size === 0 && this.livenessTimer) {
+        clearInterval(this.livenessTimer);
+        this.livenessTimer = null;
+      }
+    }, this.liveness.checkMs);
+    this.livenessTimer.unref();
   }
 
   private async beginCall(callId: string, token: string, channel: MediaChannel) {
@@ -314,7 +446,7 @@ export class CallService {
     await this.o.calls.save(record);
     const call = this.newLiveCall(record, channel);
     void this.o.notifier.statusUpdate(record, 'in-progress');
-    void call.start();
+    call.start().catch((err: unknown) => call.fail(err, 'start'));
     return call;
   }
 
@@ -389,6 +521,9 @@ export class CallService {
       await this.o.calls.save(claimed);
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);
+      // the report has its copy: an ended call keeps no workflow snapshot (it can be large)
+      claimed.definition = null;
+      await this.o.calls.save(claimed);
       this.log.warn({ callId: claimed.id, endedReason: reason }, 'finalized a call nobody looked after');
       n++;
     }
@@ -408,5 +543,7 @@ export class CallService {
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
+    if (this.livenessTimer) clearInterval(this.livenessTimer);
+    this.livenessTimer = null;
   }
 }

@@ -125,7 +125,7 @@ export class Speaker {
       heard: false,
     };
     u.sentences.push(sentence);
-    void this.synthesize(u, sentence);
+    this.synthesize(u, sentence).catch((err: Error) => this.options.onError(err));
   }
 
   finish(u: Utterance): void {

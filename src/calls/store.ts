@@ -43,6 +43,8 @@ export interface CallRecord {
   ended_at: string | null;
   ended_reason: string | null;
   errors: string[];
+  /** What the analysis plan extracted, set as the end-of-call-report is made. */
+  structured_data?: unknown;
   /** The process that runs the call's media, and when it last said it is alive. */
   worker_id: string | null;
   heartbeat_at: string | null;
@@ -91,6 +93,11 @@ export interface CallStore {
   putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void>;
   /** True once for the right token; the token is gone afterwards. */
   consumeStreamToken(callId: string, token: string): Promise<boolean>;
+  /**
+   * Takes `key` (a carrier's own id of the call, e.g. `twilio:<AccountSid>:<CallSid>`) for
+   * `callId`: null when taken now, else the id of the call that took it first.
+   */
+  claimTransportCall(key: string, callId: string, ttlSeconds: number): Promise<string | null>;
   /** Marks the calls of a worker as alive now. */
   heartbeat(workerId: string, callIds: string[]): Promise<void>;
   /** Live calls whose worker has not said it is alive for `staleMs`. */
@@ -119,6 +126,7 @@ function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string 
 export class MemoryCallStore implements CallStore {
   private readonly calls = new Map<string, CallRecord>();
   private readonly tokens = new Map<string, { hash: string; expires: number }>();
+  private readonly transportCalls = new Map<string, { callId: string; expires: number }>();
 
   constructor(private readonly retentionMs = 24 * 3600_000) {}
 
@@ -150,6 +158,13 @@ export class MemoryCallStore implements CallStore {
     this.tokens.delete(callId);
     return true;
   }
+  async claimTransportCall(key: string, callId: string, ttlSeconds: number) {
+    const now = Date.now();
+    const taken = this.transportCalls.get(key);
+    if (taken && taken.expires > now) return taken.callId;
+    this.transportCalls.set(key, { callId, expires: now + ttlSeconds * 1000 });
+    return null;
+  }
   async heartbeat(workerId: string, callIds: string[]) {
     const now = new Date().toISOString();
     for (const id of callIds) {
@@ -171,9 +186,12 @@ export class MemoryCallStore implements CallStore {
   async close() {
     this.calls.clear();
     this.tokens.clear();
+    this.transportCalls.clear();
   }
   private prune() {
-    const cutoff = Date.now() - this.retentionMs;
+    const now = Date.now();
+    for (const [key, t] of this.transportCalls) if (t.expires <= now) this.transportCalls.delete(key);
+    const cutoff = now - this.retentionMs;
     for (const [id, r] of this.calls) {
       if (r.status === 'ended' && r.ended_at && Date.parse(r.ended_at) < cutoff) this.calls.delete(id);
     }
@@ -183,7 +201,8 @@ export class MemoryCallStore implements CallStore {
 /**
  * Redis layout (prefix `sb:`): `call:<id>` the record as JSON; `calls:<org>` a sorted set of the
  * org's call ids by creation time; `calls:live` the live call ids; `call-token:<id>` the hash of
- * the one-time stream token, with a TTL.
+ * the one-time stream token, with a TTL; `call-transport:<carrier key>` the call that took a
+ * carrier's call id (replays of its webhook make no other call).
  */
 export class RedisCallStore implements CallStore {
   private readonly redis: Redis;
@@ -253,6 +272,13 @@ export class RedisCallStore implements CallStore {
       tokenHash(token),
     );
     return taken === 1;
+  }
+
+  async claimTransportCall(key: string, callId: string, ttlSeconds: number) {
+    const k = this.key('call-transport', key);
+    const taken = await this.redis.set(k, callId, 'EX', ttlSeconds, 'NX');
+    if (taken === 'OK') return null;
+    return (await this.redis.get(k)) ?? callId;
   }
 
   /**

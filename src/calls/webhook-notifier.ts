@@ -111,7 +111,6 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     try {
       const { number, account, assistant } = await this.levels(call);
       const target = resolveWebhookTarget({ event: 'end-of-call-report', assistant, number, account });
-      if (!target) return;
       const effective = call.assistant as unknown as EffectiveAssistant;
       // a call rejected before pickup has nothing to analyse
       const hasAssistant = call.started_at !== null && !!effective && typeof effective === 'object' && 'analysis_plan' in effective;
@@ -130,6 +129,10 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
         },
         { assistant: hasAssistant ? effective : null, complete: hasAssistant ? this.completer(effective) : undefined },
       );
+      // the call log keeps the structured data whether or not a webhook receives the report
+      const analysis = (body.message as { analysis?: { structured_data?: unknown } }).analysis;
+      if (analysis?.structured_data !== undefined) call.structured_data = analysis.structured_data;
+      if (!target) return;
       await this.webhooks.notify({ organizationId: call.organization_id, callId: call.id, target, body });
     } catch (err) {
       this.logger.error({ err, callId: call.id }, 'end-of-call-report could not be queued');

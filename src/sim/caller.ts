@@ -27,6 +27,13 @@ export interface SimulatedCallOptions {
   accountSid?: string;
   /** Records every frame both ways, for the demo's WAV file. */
   recordAudio?: boolean;
+  /** A broken far end, for the tests of a call whose stream misbehaves. */
+  faults?: {
+    /** Never echo marks (the server must not wait for them forever). */
+    noMarkEcho?: boolean;
+    /** Never answer WebSocket pings (a half-open connection). */
+    noPong?: boolean;
+  };
 }
 
 export interface HeardLine {
@@ -128,7 +135,7 @@ export class SimulatedCall {
         onError: () => undefined,
       },
     );
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, { autoPong: !this.o.faults?.noPong });
     this.ws = ws;
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
@@ -220,6 +227,7 @@ export class SimulatedCall {
   }
 
   private echoMark(name: string) {
+    if (this.o.faults?.noMarkEcho) return;
     this.marksEchoed.push(name);
     this.send({ event: 'mark', sequenceNumber: '0', streamSid: this.streamSid, mark: { name } });
   }
@@ -281,6 +289,15 @@ export class SimulatedCall {
     });
     this.spoken.push(line);
     await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
+  }
+
+  /**
+   * The line goes dead without a hang-up (a half-open connection): no more media, no `stop`,
+   * the socket left open.
+   */
+  goSilent(): void {
+    if (this.sendTimer) clearInterval(this.sendTimer);
+    this.sendTimer = null;
   }
 
   pressKey(digit: string): void {

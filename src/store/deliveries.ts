@@ -14,11 +14,16 @@ export interface DeliveryAttemptRecord {
   /** `X-Webhook-Id`: the same on every attempt of one message. */
   message_id: string;
   event: string;
+  /** Shown to the tenant: recorded with its credentials masked (`https://user:****@host/x`). */
   url: string;
   /** 1 for the first attempt. */
   attempt: number;
   outcome: DeliveryOutcome;
   status_code: number | null;
+  /**
+   * Shown to the tenant: a reason that names no address, DNS answer or socket error
+   * (`HttpFailure.reason`, docs/webhooks.md); the detail goes to the server log only.
+   */
   error: string | null;
   duration_ms: number;
   next_retry_at: string | null;

@@ -2,6 +2,7 @@
 import type { Db } from './db.js';
 import { AccountRepository } from './account.js';
 import { AssistantRepository } from './assistants.js';
+import { CallLogRepository } from './calls.js';
 import { KeyRepository } from './keys.js';
 import { NumberRepository } from './numbers.js';
 import { WorkflowRepository } from './workflows.js';
@@ -13,6 +14,8 @@ export interface Store {
   assistants: AssistantRepository;
   numbers: NumberRepository;
   account: AccountRepository;
+  /** The call log: every call, kept CALL_RETENTION_DAYS. */
+  calls: CallLogRepository;
 }
 
 export function createStore(db: Db): Store {
@@ -23,5 +26,6 @@ export function createStore(db: Db): Store {
     assistants: new AssistantRepository(db),
     numbers: new NumberRepository(db),
     account: new AccountRepository(db),
+    calls: new CallLogRepository(db),
   };
 }

@@ -9,11 +9,11 @@ type Range = readonly [prefix: readonly number[], bits: number, reason: string];
 const IPV4_BLOCKED: readonly Range[] = [
   [[0, 0, 0, 0], 8, 'unspecified ("this network")'],
   [[10, 0, 0, 0], 8, 'private'],
-  [[100, 64, 0, 0], 10, 'shared address space (CGNAT)'],
+  [[100, 64, 0, 0], 10, 'shared (CGNAT)'],
   [[127, 0, 0, 0], 8, 'loopback'],
   [[169, 254, 0, 0], 16, 'link-local'],
   [[172, 16, 0, 0], 12, 'private'],
-  [[192, 0, 0, 0], 24, 'IETF protocol assignments'],
+  [[192, 0, 0, 0], 24, 'IETF protocol assignment'],
   [[192, 0, 2, 0], 24, 'documentation'],
   [[192, 88, 99, 0], 24, '6to4 relay anycast'],
   [[192, 168, 0, 0], 16, 'private'],
@@ -32,7 +32,7 @@ const IPV6_BLOCKED: readonly Range[] = [
   [[0x00, 0x64, 0xff, 0x9b, 0x00, 0x01], 48, 'local-use NAT64'],
   [[0x01, 0x00, 0, 0, 0, 0, 0, 0], 64, 'discard-only'],
   [[0x20, 0x01, 0x0d, 0xb8], 32, 'documentation'],
-  [[0x20, 0x01, 0x00, 0x00], 23, 'IETF protocol assignments'],
+  [[0x20, 0x01, 0x00, 0x00], 23, 'IETF protocol assignment'],
   [[0x3f, 0xff, 0x00], 20, 'documentation'],
   [[0xfc], 7, 'unique-local'],
   [[0xfe, 0x80], 10, 'link-local'],
@@ -83,21 +83,25 @@ export function parseIPv6(text: string): number[] | null {
 }
 
 /**
- * Why an address must not be reached (`"loopback"`, `"private"`, …), or `null` for a public
- * unicast address. Anything that is not an IP address is refused as `"not an IP address"`.
+ * What kind of address must not be reached (`"loopback address"`, `"IPv4-mapped IPv6 form of a
+ * private address"`, …), or `null` for a public unicast address. Anything that is not an IP
+ * address is refused as `"not an IP address"`. Every answer names the address itself, so that a
+ * sentence can use it as it is.
  */
 export function blockedAddressReason(address: string): string | null {
   const v4 = parseIPv4(address);
-  if (v4) return IPV4_BLOCKED.find(([p, bits]) => inRange(v4, p, bits))?.[2] ?? null;
+  if (v4) return kind(IPV4_BLOCKED.find(([p, bits]) => inRange(v4, p, bits)));
   const v6 = parseIPv6(address);
   if (!v6) return 'not an IP address';
   const embedded = embeddedIPv4(v6);
   if (embedded) {
     const reason = blockedAddressReason(embedded.address);
-    return reason === null ? null : `${embedded.form} of a ${reason} address`;
+    return reason === null ? null : `${embedded.form} of ${/^[aeiou]/i.test(reason) ? 'an' : 'a'} ${reason}`;
   }
-  return IPV6_BLOCKED.find(([p, bits]) => inRange(v6, p, bits))?.[2] ?? null;
+  return kind(IPV6_BLOCKED.find(([p, bits]) => inRange(v6, p, bits)));
 }
+
+const kind = (range: Range | undefined): string | null => (range ? `${range[2]} address` : null);
 
 /** The IPv4 address an IPv6 form carries (mapped, compatible, NAT64, 6to4), if any. */
 function embeddedIPv4(b: number[]): { address: string; form: string } | null {

@@ -5,6 +5,7 @@
  */
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WebhookEventType } from '../../engine/schema.js';
+import { transcriptText } from '../calls/transcript.js';
 
 export type { WebhookEventType };
 export type CallType = 'inbound_phone_call' | 'outbound_phone_call';
@@ -77,7 +78,7 @@ export interface EndOfCallReportMessage extends MessageBase<'end-of-call-report'
   started_at: string | null;
   ended_at: string;
   duration_seconds: number;
-  /** `AI: ...` / `User: ...` lines. Absent with `gdpr_mode`. */
+  /** `Assistant: ...` / `Caller: ...` lines. Absent with `gdpr_mode`. */
   transcript?: string;
   /** Absent with `gdpr_mode`. */
   messages?: ReportMessage[];
@@ -148,13 +149,8 @@ export function toolCallsMessage(
   return { message };
 }
 
-/** `AI: ...` / `User: ...`, one line per spoken message (tool and system messages left out). */
-export function transcriptText(messages: readonly Pick<ReportMessage, 'role' | 'content'>[]): string {
-  return messages
-    .filter((m) => m.role === 'assistant' || m.role === 'user')
-    .map((m) => `${m.role === 'assistant' ? 'AI' : 'User'}: ${m.content}`)
-    .join('\n');
-}
+/** `Assistant: ...` / `Caller: ...`, one line per spoken message: the one form of every transcript. */
+export { transcriptText };
 
 export interface EndOfCallReportInput {
   ended_reason: EndedReason;

@@ -19,6 +19,7 @@ import { redactUrl, type HttpOutcome, type WebhookHttpClient } from './http.js';
 import type { DeliveryRecorder } from './notify.js';
 import { newMessageId, webhookRequestHeaders } from './sign.js';
 import type { WebhookTarget } from './target.js';
+import { maskUrlCredentials } from './url-credentials.js';
 
 export const ASSISTANT_REQUEST_TIMEOUT_MS = 5_000;
 export const TOOL_CALLS_TIMEOUT_MS = 10_000;
@@ -140,8 +141,12 @@ export async function requestAssistant(
   const sent = await sendOnce(options, input.target, input.body, timeoutMs);
   const url = redactUrl(input.target.url);
   if (!sent.response.ok) {
-    const what = sent.response.code === 'TIMEOUT' ? `no answer within ${timeoutMs / 1000} s` : sent.response.message;
-    options.logger.warn({ event: 'assistant-request', url, error: what }, `assistant-request failed, the call is refused: ${what}`);
+    // `what` reaches the tenant (the call's errors, the attempt log); the detail only the log
+    const what = sent.response.code === 'TIMEOUT' ? `no answer within ${timeoutMs / 1000} s` : sent.response.reason;
+    options.logger.warn(
+      { event: 'assistant-request', url, error: what, detail: sent.response.detail },
+      `assistant-request failed, the call is refused: ${what}`,
+    );
     await sent.record(what);
     return { kind: 'rejected', ended_reason: 'assistant-request-failed', errors: [`assistant-request: ${what}`] };
   }
@@ -256,8 +261,9 @@ export async function callTools(
   const sent = await sendOnce(options, input.target, input.body, timeoutMs);
   const log = { event: 'tool-calls', url: redactUrl(input.target.url), tools: input.body.message.tool_calls.map((c) => c.name) };
   if (!sent.response.ok) {
-    const reason = sent.response.code === 'TIMEOUT' ? `the tool did not answer within ${timeoutMs / 1000} s` : `the tool could not be reached: ${sent.response.message}`;
-    options.logger.warn({ ...log, error: sent.response.message }, `tool-calls failed: ${reason}`);
+    // `reason` is read out by the model and shown in the attempt log; the detail only the log
+    const reason = sent.response.code === 'TIMEOUT' ? `the tool did not answer within ${timeoutMs / 1000} s` : `the tool could not be reached: ${sent.response.reason}`;
+    options.logger.warn({ ...log, error: reason, detail: sent.response.detail }, `tool-calls failed: ${reason}`);
     await sent.record(reason);
     return callIds.map((id) => ({ tool_call_id: id, error: reason }));
   }
@@ -316,11 +322,11 @@ async function sendOnce(
           call_id: body.message.call.id,
           message_id: messageId,
           event: body.message.type,
-          url: target.url,
+          url: maskUrlCredentials(target.url),
           attempt: 1,
           outcome: delivered ? 'delivered' : 'failed',
           status_code: response.ok ? response.status : null,
-          error: response.ok ? problem : response.message,
+          error: problem,
           duration_ms: response.durationMs,
           next_retry_at: null,
           created_at: new Date(startedAt).toISOString(),

@@ -30,8 +30,13 @@ export interface HttpResponse {
 export interface HttpFailure {
   ok: false;
   code: WebhookHttpErrorCode;
-  /** For people: what went wrong, with no secret in it. */
-  message: string;
+  /**
+   * What a tenant or a model may be told (`blocked address`, `connection failed`, …): the same
+   * for every failure of one code, naming nothing of the network the server sits in.
+   */
+  reason: string;
+  /** For the server log only: what went wrong in full (resolved addresses, socket errors). */
+  detail: string;
   durationMs: number;
 }
 
@@ -66,6 +71,44 @@ class DnsError extends Error {
 
 const systemResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
 
+/**
+ * The reason of each failure code that tenants (the attempt log, a call's `errors`) and models
+ * (a tool's error result) see; `detail` stays in the server log. DNS answers, addresses and
+ * socket errors say what the server's network looks like, which is no tenant's business.
+ */
+export const PUBLIC_REASONS: Readonly<Record<Exclude<WebhookHttpErrorCode, 'TIMEOUT'>, string>> = {
+  INVALID_URL: 'invalid URL',
+  BLOCKED_ADDRESS: 'blocked address (only public addresses are allowed)',
+  DNS_FAILED: 'could not resolve the host name',
+  CONNECTION_FAILED: 'connection failed',
+};
+
+/** The tenant's view of a failure: its code's reason (a timeout says how long was waited). */
+export function publicReason(code: WebhookHttpErrorCode, timeoutMs: number): string {
+  return code === 'TIMEOUT' ? `timed out: no complete answer within ${timeoutMs / 1000} s` : PUBLIC_REASONS[code];
+}
+
+/**
+ * An attempt's stored `error` as a tenant may see it. Attempts recorded before reasons were
+ * public-only carry the full detail (`x resolves to 10.0.0.5; refused …`, `connection failed
+ * (ECONNREFUSED)`): that detail is replaced by its reason when the attempt log is read.
+ */
+export function publicAttemptError(error: string | null): string | null {
+  if (error === null) return null;
+  for (const [pattern, reason] of RECORDED_DETAILS) {
+    const m = pattern.exec(error);
+    if (m) return `${error.slice(0, m.index)}${m[1]}${reason}`;
+  }
+  return error;
+}
+
+const RECORDED_DETAILS: readonly (readonly [RegExp, string])[] = [
+  [/(^|: )\S+ resolves to \S+; refused to connect to [\s\S]*$/, PUBLIC_REASONS.BLOCKED_ADDRESS],
+  [/(^|: )refused to connect to [\s\S]*$/, PUBLIC_REASONS.BLOCKED_ADDRESS],
+  [/(^|: )could not resolve \S+: [\s\S]*$/, PUBLIC_REASONS.DNS_FAILED],
+  [/(^|: )connection failed \([\s\S]*$/, PUBLIC_REASONS.CONNECTION_FAILED],
+];
+
 /** `https://host/path` without credentials or query string: safe for logs. */
 export function redactUrl(url: string): string {
   try {
@@ -77,27 +120,28 @@ export function redactUrl(url: string): string {
 }
 
 /** Checks a URL before any I/O: absolute http(s), a host, and (unless allowed) no blocked IP literal. */
-export function urlProblem(url: string, allowPrivate: boolean): { code: WebhookHttpErrorCode; message: string } | null {
+export function urlProblem(url: string, allowPrivate: boolean): { code: WebhookHttpErrorCode; detail: string } | null {
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    return { code: 'INVALID_URL', message: 'not an absolute URL' };
+    return { code: 'INVALID_URL', detail: 'not an absolute URL' };
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') {
-    return { code: 'INVALID_URL', message: `only http and https URLs are allowed, not ${u.protocol}` };
+    return { code: 'INVALID_URL', detail: `only http and https URLs are allowed, not ${u.protocol}` };
   }
-  if (u.hostname === '') return { code: 'INVALID_URL', message: 'the URL has no host' };
+  if (u.hostname === '') return { code: 'INVALID_URL', detail: 'the URL has no host' };
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (!allowPrivate && isIP(host)) {
     const reason = blockedAddressReason(host);
-    if (reason) return { code: 'BLOCKED_ADDRESS', message: refusal(host, reason) };
+    if (reason) return { code: 'BLOCKED_ADDRESS', detail: refusal(host, reason) };
   }
   return null;
 }
 
+/** `reason` names the address (`loopback address`, …): see `blockedAddressReason`. */
 const refusal = (address: string, reason: string) =>
-  `refused to connect to ${address}: ${reason} address (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)`;
+  `refused to connect to ${address}: ${reason} (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)`;
 
 /** One client per process: owns the connection pool; `close()` releases it. */
 export class WebhookHttpClient {
@@ -164,7 +208,7 @@ export class WebhookHttpClient {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const problem = urlProblem(url, this.allowPrivate);
-    if (problem) return { ok: false, ...problem, durationMs: 0 };
+    if (problem) return { ok: false, ...problem, reason: publicReason(problem.code, options.timeoutMs), durationMs: 0 };
 
     const target = new URL(url);
     const headers = { ...options.headers };
@@ -208,7 +252,8 @@ export class WebhookHttpClient {
         durationMs: elapsed(),
       };
     } catch (err) {
-      return { ok: false, ...describeError(err, controller.signal.aborted, options.timeoutMs), durationMs: elapsed() };
+      const { code, detail } = describeError(err, controller.signal.aborted, options.timeoutMs);
+      return { ok: false, code, reason: publicReason(code, options.timeoutMs), detail, durationMs: elapsed() };
     } finally {
       clearTimeout(timer);
     }
@@ -223,16 +268,16 @@ function describeError(
   err: unknown,
   timedOut: boolean,
   timeoutMs: number,
-): { code: WebhookHttpErrorCode; message: string } {
+): { code: WebhookHttpErrorCode; detail: string } {
   const e = err as Error & { code?: string; cause?: unknown };
-  if (e instanceof BlockedAddressError) return { code: 'BLOCKED_ADDRESS', message: e.message };
-  if (e instanceof DnsError) return { code: 'DNS_FAILED', message: e.message };
+  if (e instanceof BlockedAddressError) return { code: 'BLOCKED_ADDRESS', detail: e.message };
+  if (e instanceof DnsError) return { code: 'DNS_FAILED', detail: e.message };
   if (timedOut || e instanceof undiciErrors.ConnectTimeoutError) {
-    return { code: 'TIMEOUT', message: `no complete answer within ${timeoutMs / 1000} s` };
+    return { code: 'TIMEOUT', detail: `no complete answer within ${timeoutMs / 1000} s` };
   }
   const code = e.code ?? (e.cause as { code?: string } | undefined)?.code;
   return {
     code: 'CONNECTION_FAILED',
-    message: code ? `connection failed (${code})` : `connection failed (${e.message})`,
+    detail: code ? `connection failed (${code})` : `connection failed (${e.message})`,
   };
 }

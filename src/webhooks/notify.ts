@@ -12,6 +12,7 @@ import type { WebhookBody, WebhookMessage } from './envelope.js';
 import { redactUrl, type HttpOutcome, type WebhookHttpClient } from './http.js';
 import { newMessageId, webhookRequestHeaders } from './sign.js';
 import type { WebhookTarget } from './target.js';
+import { maskUrlCredentials } from './url-credentials.js';
 
 /** Delay before attempt n+1 (index n); 9 attempts in all, about 10 h 42 min from first to last. */
 export const RETRY_SCHEDULE_MS: readonly number[] = [
@@ -72,11 +73,11 @@ export function createNotification(input: {
 
 export type Verdict = 'delivered' | 'retry' | 'final';
 
-/** What an HTTP outcome means for a notification. */
+/** What an HTTP outcome means for a notification; `error` is the tenant's view (no network detail). */
 export function notificationVerdict(outcome: HttpOutcome): { verdict: Verdict; error: string | null } {
   if (!outcome.ok) {
     const retry = outcome.code === 'CONNECTION_FAILED' || outcome.code === 'TIMEOUT' || outcome.code === 'DNS_FAILED';
-    return { verdict: retry ? 'retry' : 'final', error: outcome.message };
+    return { verdict: retry ? 'retry' : 'final', error: outcome.reason };
   }
   const s = outcome.status;
   if (s >= 200 && s < 300) return { verdict: 'delivered', error: null };
@@ -133,7 +134,8 @@ export class NotificationSender {
       else outcome = 'gave-up';
     }
     const statusCode = response.ok ? response.status : null;
-    const fields = () => ({ callId: n.call_id, webhookId: n.id, event: n.event, url: redactUrl(n.url), attempt, statusCode });
+    const detail = response.ok ? undefined : response.detail;
+    const fields = () => ({ callId: n.call_id, webhookId: n.id, event: n.event, url: redactUrl(n.url), attempt, statusCode, detail });
     if (outcome === 'delivered') {
       if (logger.isLevelEnabled('debug')) logger.debug({ ...fields(), durationMs: response.durationMs }, 'webhook delivered');
     } else if (outcome === 'retrying') {
@@ -147,7 +149,7 @@ export class NotificationSender {
       call_id: n.call_id,
       message_id: n.id,
       event: n.event,
-      url: n.url,
+      url: maskUrlCredentials(n.url),
       attempt,
       outcome,
       status_code: statusCode,

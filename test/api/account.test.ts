@@ -141,6 +141,23 @@ describe('account settings', () => {
     );
   });
 
+  it('credentials in the webhook url are shown masked, stored as written, and kept when sent back as shown', async () => {
+    const url = 'https://acct:0rg-pass@example.com/hooks?team=1';
+    const set = await patch({ webhook: { url, secret: 'account-secret' } });
+    const masked = 'https://acct:****@example.com/hooks?team=1';
+    expect(set.json().account.webhook.url).toBe(masked);
+    expect((await get()).json().account.webhook.url).toBe(masked);
+    expect((await t.store.account.get(t.orgId)).webhook!.url).toBe(url);
+    const again = await patch({ webhook: { ...(await get()).json().account.webhook, secret: 'account-secret' } });
+    expect(again.statusCode, again.body).toBe(200);
+    expect((await t.store.account.get(t.orgId)).webhook!.url).toBe(url);
+    const token = await patch({ webhook: { url: 'https://tok_live_55@example.com/hooks', secret: 'account-secret' } });
+    expect(token.json().account.webhook.url).toBe('https://****@example.com/hooks');
+    const unknown = await patch({ webhook: { url: 'https://acct:****@example.com/hooks' } });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().details[0]).toMatch(/^webhook\.url: has masked credentials/);
+  });
+
   it('a refused PATCH changes nothing', async () => {
     await patch({ webhook: { url: 'https://example.com/stable', secret: 'stable-secret' }, telephony: { twilio: null } });
     const before = (await get()).json();

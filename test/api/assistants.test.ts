@@ -146,6 +146,81 @@ describe('assistants API', () => {
     for (const x of list) expect(x.webhook_secret === null || x.webhook_secret.includes('…')).toBe(true);
   });
 
+  it('credentials in webhook_url, tool urls and the custom-llm url are shown masked; stored and used as written', async () => {
+    const real = {
+      webhook: 'https://hooks:w3bh00k-pass@example.com/hooks',
+      llm: 'https://llm:llm-key-9@llm.example.com/v1',
+      lookup: 'https://bot:t00l-pass@tools.example.com/lookup?x=1',
+      token: 'https://tok_abc123@tools.example.com/t',
+      plain: 'https://tools.example.com/plain',
+    };
+    const body = {
+      ...pipelineAssistant,
+      webhook_url: real.webhook,
+      llm_config: {
+        provider: 'custom-llm',
+        model: 'house-model',
+        url: real.llm,
+        tools: [
+          { name: 'lookup', url: real.lookup },
+          { name: 'token', url: real.token },
+          { name: 'plain', url: real.plain },
+        ],
+      },
+    };
+    const res = await create(body);
+    expect(res.statusCode, res.body).toBe(201);
+    const id = res.json().assistant.id;
+    const shown = {
+      webhook: 'https://hooks:****@example.com/hooks',
+      llm: 'https://llm:****@llm.example.com/v1',
+      tools: ['https://bot:****@tools.example.com/lookup?x=1', 'https://****@tools.example.com/t', real.plain],
+    };
+    for (const got of [
+      res.json().assistant,
+      (await t.request('GET', `/assistants/${id}`)).json().assistant,
+      (await t.request('GET', '/assistants')).json().assistants.find((a: { id: string }) => a.id === id),
+    ]) {
+      expect(got.webhook_url).toBe(shown.webhook);
+      expect(got.llm_config.url).toBe(shown.llm);
+      expect(got.llm_config.tools.map((x: { url: string }) => x.url)).toEqual(shown.tools);
+      expect(JSON.stringify(got)).not.toMatch(/w3bh00k-pass|llm-key-9|t00l-pass|tok_abc123/);
+    }
+    const stored = async () => (await t.store.assistants.get(t.orgId, id))!.fields;
+    expect((await stored()).webhook_url).toBe(real.webhook);
+    expect((await stored()).llm_config!.tools!.map((x) => x.url)).toEqual([real.lookup, real.token, real.plain]);
+
+    // what a client read back and sends again whole keeps the credentials
+    const got = (await t.request('GET', `/assistants/${id}`)).json().assistant;
+    const tools = [...got.llm_config.tools].reverse();
+    const patched = await t.request('PATCH', `/assistants/${id}`, {
+      webhook_url: got.webhook_url,
+      llm_config: { provider: 'custom-llm', model: 'house-model', url: got.llm_config.url, tools, temperature: 0.3 },
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+    expect(patched.json().assistant.llm_config.temperature).toBe(0.3);
+    expect((await stored()).webhook_url).toBe(real.webhook);
+    expect((await stored()).llm_config!.url).toBe(real.llm);
+    expect((await stored()).llm_config!.tools!.map((x) => x.url)).toEqual([real.plain, real.token, real.lookup]);
+
+    // a masked URL matching nothing stored (another host, or a copy into a new assistant) is refused
+    const moved = await t.request('PATCH', `/assistants/${id}`, {
+      llm_config: { provider: 'custom-llm', model: 'house-model', url: got.llm_config.url, tools: [{ name: 'lookup', url: 'https://bot:****@evil.example.com/lookup?x=1' }] },
+    });
+    expect(moved.statusCode).toBe(400);
+    expect(moved.json().details).toEqual([
+      'llm_config.tools[0].url: has masked credentials (****) that match no stored URL; send the real user name and password',
+    ]);
+    const copy = await create({ ...pipelineAssistant, webhook_url: got.webhook_url });
+    expect(copy.statusCode).toBe(400);
+    expect(copy.json().details[0]).toMatch(/^webhook_url: has masked credentials/);
+    expect((await stored()).llm_config!.tools).toHaveLength(3);
+
+    // new credentials replace the old ones
+    await t.request('PATCH', `/assistants/${id}`, { webhook_url: 'https://hooks:rotated@example.com/hooks' });
+    expect((await stored()).webhook_url).toBe('https://hooks:rotated@example.com/hooks');
+  });
+
   it('lists oldest first, deletes (204), 404s and isolates organizations', async () => {
     const a = (await create({ ...pipelineAssistant, name: 'One' })).json().assistant;
     const b = (await create({ ...pipelineAssistant, name: 'Two' })).json().assistant;

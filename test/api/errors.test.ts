@@ -2,9 +2,14 @@
  * The error table of DECISIONS 2, case by case: every refusal has exactly the documented body,
  * and nothing a client sends turns into a 500.
  */
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LightMyRequestResponse } from 'fastify';
+import Fastify, { type LightMyRequestResponse } from 'fastify';
+import { request as httpRequest } from 'undici';
 import { BODY_LIMIT } from '../../src/app.js';
+import { registerErrorHandler } from '../../src/api/errors.js';
+import type { CallService } from '../../src/calls/service.js';
+import { twilioRoutes, VOICE_PATH } from '../../src/telephony/twilio/routes.js';
 import { build, pipelineAssistant, sampleDefinition, type TestApp } from '../helpers/app.js';
 
 let t: TestApp;
@@ -65,14 +70,13 @@ describe('400 Invalid request: bodies that are not JSON objects', () => {
     }
   });
 
-  it('a Content-Type other than JSON', async () => {
-    for (const type of ['application/xml', 'application/x-www-form-urlencoded', 'application/octet-stream', 'multipart/form-data; boundary=x', 'nonsense']) {
+  it('a Content-Type other than JSON, text/plain included', async () => {
+    for (const type of ['application/xml', 'application/x-www-form-urlencoded', 'application/octet-stream', 'multipart/form-data; boundary=x', 'nonsense', 'text/plain', 'text/plain; charset=utf-8']) {
       for (const [method, url] of writes()) {
-        expectInvalidRequest(await raw(method, url, '{"name":"x"}', { 'content-type': type }), /Content-Type must be application\/json/);
+        const body = expectInvalidRequest(await raw(method, url, '{"name":"x"}', { 'content-type': type }));
+        expect(body.details, type).toEqual(['body: Content-Type must be application/json']);
       }
     }
-    // text/plain is read as a string, which is not an object
-    expectInvalidRequest(await raw('POST', '/workflows', '{"name":"x"}', { 'content-type': 'text/plain' }), /must be an object/);
   });
 
   it('an empty body with a JSON Content-Type, and no body at all', async () => {
@@ -195,6 +199,52 @@ describe('400, never 500: text and nesting the database cannot store', () => {
   });
 });
 
+describe('400, never null: numbers too large for a double (1e400)', () => {
+  const send = (method: string, url: string, body: unknown, big: string) =>
+    raw(method, url, JSON.stringify(body).replace('"BIG"', big), json);
+  const toolNodeDefinition = () => ({
+    version: 1,
+    entry_node: 'lookup',
+    nodes: [
+      { id: 'lookup', type: 'tool', tool_name: 'lookup', url: 'https://tools.example.com/x', arguments: { limit: 'BIG' } },
+      { id: 'bye', type: 'end', first_line: 'Bye.' },
+    ],
+    edges: [{ from: 'lookup', to: 'bye' }],
+  });
+
+  it('is refused with its path wherever it is, and nothing is stored', async () => {
+    const detail = (path: string) => `${path}: must be a finite number (at most about ±1.8e308 in size)`;
+    const assistantsBefore = (await t.request('GET', '/assistants')).body;
+    const workflowsBefore = (await t.request('GET', '/workflows')).body;
+    const cases: [string, string, unknown, string, string][] = [
+      ['POST', '/assistants', { ...pipelineAssistant, llm_config: { provider: 'sandbox', temperature: 'BIG' } }, '1e400', 'llm_config.temperature'],
+      [
+        'POST',
+        '/assistants',
+        { ...pipelineAssistant, llm_config: { provider: 'sandbox', tools: [{ name: 't', parameters: { type: 'object', properties: { n: { type: 'number', maximum: 'BIG' } } } }] } },
+        '1e400',
+        'llm_config.tools[0].parameters.properties.n.maximum',
+      ],
+      ['PATCH', `/assistants/${ids.assistant}`, { analysis_plan: { structured_data_plan: { enabled: true, schema: { type: 'object', minimum: 'BIG' } } } }, '-1E+999', 'analysis_plan.structured_data_plan.schema.minimum'],
+      ['POST', '/workflows', { name: 'W', definition: toolNodeDefinition() }, '1e400', 'definition.nodes[0].arguments.limit'],
+      ['PATCH', `/workflows/${ids.workflow}`, { definition: toolNodeDefinition() }, '-1e309', 'definition.nodes[0].arguments.limit'],
+      ['PATCH', `/numbers/${ids.number}`, { name: 'BIG' }, '9'.repeat(400), 'name'],
+    ];
+    for (const [method, url, body, big, path] of cases) {
+      const res = await send(method, url, body, big);
+      expect(res.statusCode, `${method} ${url} ${path}`).toBe(400);
+      expect(res.json()).toEqual({ error: 'Invalid request', message: 'The request is not valid.', details: [detail(path)] });
+    }
+    expect((await t.request('GET', '/assistants')).body).toBe(assistantsBefore);
+    expect((await t.request('GET', '/workflows')).body).toBe(workflowsBefore);
+  });
+
+  it('large finite numbers are still numbers (1e308 is read, and refused only for its bounds)', async () => {
+    const res = await send('POST', '/assistants', { ...pipelineAssistant, llm_config: { provider: 'sandbox', temperature: 'BIG' } }, '1e308');
+    expectInvalidRequest(res, /^llm_config\.temperature: must be at most 2/);
+  });
+});
+
 describe('404 Not found', () => {
   it('an unknown route, or a known path with an unknown method', async () => {
     for (const [method, url] of [
@@ -242,6 +292,26 @@ describe('413 Payload too large', () => {
     }
   });
 
+  it('the Twilio voice webhook names its own limit, 64 KiB', async () => {
+    const app = Fastify();
+    registerErrorHandler(app);
+    const calls = { inboundVoice: async () => ({ status: 200, twiml: '<Response/>' }), attachMedia: () => undefined } as unknown as CallService;
+    await twilioRoutes(app, { calls, publicUrl: 'http://localhost' });
+    const limit = 64 * 1024;
+    try {
+      const form = { 'content-type': 'application/x-www-form-urlencoded' };
+      const fits = await app.inject({ method: 'POST', url: VOICE_PATH, headers: form, payload: `To=%2B1&Pad=${'x'.repeat(limit - 20)}` });
+      expect(fits.statusCode).toBe(200);
+      for (const headers of [form, { 'content-type': 'application/json' }]) {
+        const res = await app.inject({ method: 'POST', url: VOICE_PATH, headers, payload: 'x'.repeat(limit + 1) });
+        expect(res.statusCode).toBe(413);
+        expect(res.json()).toEqual({ error: 'Payload too large', message: 'The request body is over the 64 KiB limit.' });
+      }
+    } finally {
+      await app.close();
+    }
+  });
+
   it('the limit is exactly 1 MiB: one byte under is read (and refused for what it says)', async () => {
     const skeleton = JSON.stringify({ name: '' });
     const at = '{"name":"' + 'x'.repeat(BODY_LIMIT - skeleton.length) + '"}';
@@ -250,6 +320,57 @@ describe('413 Payload too large', () => {
     expectInvalidRequest(under, /^name: must be at most 200 characters/);
     const over = await raw('POST', '/workflows', at.replace('"x', '"xx'), json);
     expect(over.statusCode).toBe(413);
+  });
+});
+
+describe('over a socket: what Node refuses before routing has the same bodies', () => {
+  let port: number;
+  beforeAll(async () => {
+    await t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (t.app.server.address() as AddressInfo).port;
+  });
+
+  /** Writes raw bytes and reads the whole answer (the server closes the connection). */
+  const rawHttp = (bytes: string) =>
+    new Promise<{ head: string; body: string }>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
+      let data = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (data += chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const at = data.indexOf('\r\n\r\n');
+        resolve({ head: data.slice(0, at), body: data.slice(at + 4) });
+      });
+    });
+
+  it('431: request headers over the limit', async () => {
+    const res = await httpRequest(`http://127.0.0.1:${port}/assistants`, {
+      headers: { authorization: `Bearer ${t.key}`, 'x-padding': 'a'.repeat(20_000) },
+    });
+    expect(res.statusCode).toBe(431);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(await res.body.json()).toEqual({ error: 'Request headers too large', message: 'The request headers are over the 16 KiB limit.' });
+  });
+
+  it('400: bytes that are not HTTP', async () => {
+    const { head, body } = await rawHttp('HELLO THERE\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(body)).toEqual({ error: 'Invalid request', message: 'The request could not be read.', details: ['request: not valid HTTP/1.1'] });
+  });
+
+  it('a text/plain body, sent for real', async () => {
+    const res = await httpRequest(`http://127.0.0.1:${port}/assistants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-type': 'text/plain' },
+      body: JSON.stringify(pipelineAssistant),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await res.body.json()).toEqual({
+      error: 'Invalid request',
+      message: 'The request is not valid.',
+      details: ['body: Content-Type must be application/json'],
+    });
   });
 });
 

@@ -35,12 +35,30 @@ describe('numbers API', () => {
     const bad = await t.request('POST', '/numbers', { number: '555-1234' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().details[0]).toBe('number: must be an E.164 number such as +14155550123');
-    const dup = await t.request('POST', '/numbers', { number });
-    expect(dup.statusCode).toBe(400);
-    expect(dup.json().details[0]).toContain('already registered');
     const provider = await t.request('POST', '/numbers', { number: nextNumber(), provider: 'vonage' });
     expect(provider.statusCode).toBe(400);
     expect(provider.json().details[0]).toMatch(/^provider: /);
+  });
+
+  it('a number already registered is a 409 Conflict, on create and on update, in any organization', async () => {
+    const number = nextNumber();
+    expect((await t.request('POST', '/numbers', { number })).statusCode).toBe(201);
+    const conflict = {
+      error: 'Conflict',
+      message: `number ${number} is already registered`,
+      details: [`number: ${number} is already registered`],
+    };
+    const dup = await t.request('POST', '/numbers', { number });
+    expect(dup.statusCode).toBe(409);
+    expect(dup.json()).toEqual(conflict);
+    const theirs = await t.request('POST', '/numbers', { number }, t.otherKey);
+    expect(theirs.statusCode).toBe(409);
+    expect(theirs.json()).toEqual(conflict);
+    const other = (await t.request('POST', '/numbers', { number: nextNumber() })).json().number;
+    const moved = await t.request('PATCH', `/numbers/${other.id}`, { number });
+    expect(moved.statusCode).toBe(409);
+    expect(moved.json()).toEqual(conflict);
+    expect((await t.request('GET', `/numbers/${other.id}`)).json().number.number).toBe(other.number);
   });
 
   it('attaches a workflow with PATCH workflow_id and detaches it with null', async () => {
@@ -136,6 +154,29 @@ describe('numbers API', () => {
     expect(bad.json().details.length).toBe(2);
     const cleared = await t.request('PATCH', `/numbers/${id}`, { webhook: null });
     expect(cleared.json().number.webhook).toBeNull();
+  });
+
+  it('credentials in the webhook url are shown masked, stored as written, and kept when sent back as shown', async () => {
+    const url = 'https://ops:n0-peeking@example.com/hook';
+    const res = await t.request('POST', '/numbers', { number: nextNumber(), webhook: { url, secret: 'number-secret' } });
+    expect(res.statusCode).toBe(201);
+    const { id } = res.json().number;
+    const masked = 'https://ops:****@example.com/hook';
+    expect(res.json().number.webhook.url).toBe(masked);
+    expect((await t.request('GET', `/numbers/${id}`)).json().number.webhook.url).toBe(masked);
+    const listed = (await t.request('GET', '/numbers')).json().numbers.find((n: { id: string }) => n.id === id);
+    expect(listed.webhook.url).toBe(masked);
+    expect((await t.store.numbers.get(t.orgId, id))!.webhook!.url).toBe(url);
+
+    const again = await t.request('PATCH', `/numbers/${id}`, { webhook: { url: masked, secret: 'number-secret', events: ['status-update'] } });
+    expect(again.statusCode, again.body).toBe(200);
+    expect((await t.store.numbers.get(t.orgId, id))!.webhook).toMatchObject({ url, events: ['status-update'] });
+
+    const elsewhere = await t.request('PATCH', `/numbers/${id}`, { webhook: { url: 'https://ops:****@example.org/hook' } });
+    expect(elsewhere.statusCode).toBe(400);
+    expect(elsewhere.json().details).toEqual(['webhook.url: has masked credentials (****) that match no stored URL; send the real user name and password']);
+    expect((await t.request('PATCH', `/numbers/${id}`, { webhook: { url: masked } }, t.otherKey)).statusCode).toBe(404);
+    expect((await t.store.numbers.get(t.orgId, id))!.webhook!.url).toBe(url);
   });
 
   it('lists, gets and deletes; isolation across organizations', async () => {

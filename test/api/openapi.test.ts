@@ -1,7 +1,13 @@
 /** /openapi.json (generated from the zod schemas) and the /docs page. */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { createRuntime } from '../../src/runtime.js';
+import { createStore } from '../../src/store/index.js';
 import { build, type TestApp } from '../helpers/app.js';
+import { createTestDb, defaultDbKind } from '../helpers/db.js';
 
 type Json = Record<string, any>;
 
@@ -196,5 +202,67 @@ describe('/docs', () => {
   it('needs no key', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/docs', headers: { authorization: 'Bearer nope' } });
     expect(res.statusCode).toBeLessThan(400);
+  });
+});
+
+describe('GET /openapi.json of a server that takes calls', () => {
+  /** The call routes exist only with a runtime (live calls); built here without listening. */
+  let callsDoc: Json;
+  beforeAll(async () => {
+    const testDb = await createTestDb(defaultDbKind());
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0' });
+    const logger = createLogger('silent');
+    const store = createStore(testDb.db);
+    const runtime = await createRuntime({ config, store, logger, webhookQueueName: `openapi-${Date.now()}` });
+    const app = await buildApp({ config, store, logger, runtime });
+    try {
+      callsDoc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    } finally {
+      await runtime.close(0);
+      await app.close();
+      await testDb.drop();
+    }
+  });
+
+  const derefIn = (schema: Json | undefined) => {
+    let s = schema;
+    for (let i = 0; s && typeof s.$ref === 'string' && i < 20; i++) {
+      s = s.$ref.replace(/^#\//, '').split('/').reduce((node: Json | undefined, part: string) => node?.[part], callsDoc);
+    }
+    return s;
+  };
+
+  it('lists the call routes with their methods, summaries and errors', () => {
+    const paths = callsDoc.paths as Json;
+    expect(Object.keys(paths['/calls']).filter((m) => HTTP_METHODS.has(m))).toEqual(['get']);
+    expect(Object.keys(paths['/calls/{id}']).filter((m) => HTTP_METHODS.has(m))).toEqual(['get']);
+    for (const path of ['/calls', '/calls/{id}']) {
+      const op = paths[path].get;
+      expect(op.summary).toEqual(expect.any(String));
+      expect(op.tags).toEqual(['calls']);
+      expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '404', '429']));
+    }
+    // the public routes of the app without a runtime are all there too
+    for (const path of Object.keys(ROUTES)) expect(Object.keys(paths)).toContain(path);
+  });
+
+  it('documents the listing\'s page size, cursor and filters, and its page of calls', () => {
+    const op = callsDoc.paths['/calls'].get;
+    const params = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
+    expect(Object.keys(params).sort()).toEqual(['assistant_id', 'cursor', 'limit', 'number_id', 'since', 'status', 'type', 'until']);
+    for (const p of Object.values(params)) expect(p).toMatchObject({ in: 'query' });
+    expect(derefIn(params.limit.schema)).toMatchObject({ minimum: 1, maximum: 100, default: 50 });
+    expect(derefIn(params.status.schema)?.enum).toEqual(['ringing', 'in-progress', 'forwarding', 'ended']);
+    expect(derefIn(params.assistant_id.schema)).toMatchObject({ type: 'string', format: 'uuid' });
+    expect(derefIn(params.since.schema)).toMatchObject({ type: 'string', format: 'date-time' });
+
+    const page = derefIn(op.responses['200'].content['application/json'].schema)!;
+    expect(Object.keys(page.properties).sort()).toEqual(['calls', 'next_cursor']);
+    const call = derefIn(derefIn(page.properties.calls)!.items)!;
+    expect(Object.keys(call.properties)).toEqual(
+      expect.arrayContaining(['id', 'status', 'transport', 'definition_hash', 'transcript', 'messages', 'nodes_visited', 'ended_reason']),
+    );
+    const one = derefIn(callsDoc.paths['/calls/{id}'].get.responses['200'].content['application/json'].schema)!;
+    expect(Object.keys(derefIn(one.properties.call)!.properties).sort()).toEqual(Object.keys(call.properties).sort());
   });
 });

@@ -115,6 +115,36 @@ describe('workflows API', () => {
     expect(still.definition).toEqual(replacement);
   });
 
+  it('tool node URLs are shown as written, credentials included: a definition round-trips whole (docs/decisions.md)', async () => {
+    const url = 'https://bot:t00l-pass@tools.example.com/orders';
+    const definition = {
+      version: 1,
+      entry_node: 'greet',
+      nodes: [
+        { id: 'greet', type: 'conversation', first_line: 'Hi.', instructions: 'Ask for the order number.' },
+        { id: 'lookup', type: 'tool', tool_name: 'lookup_order', url, arguments: { source: 'phone' } },
+        { id: 'bye', type: 'end', first_line: 'Bye.' },
+      ],
+      edges: [
+        { from: 'greet', to: 'lookup', description: 'the caller gave an order number' },
+        { from: 'lookup', to: 'bye' },
+      ],
+    };
+    const created = (await t.request('POST', '/workflows', { name: 'Orders', definition })).json().workflow;
+    const got = (await t.request('GET', `/workflows/${created.id}`)).json().workflow;
+    expect(got.definition.nodes[1].url).toBe(url);
+    // the client edits one line and sends the definition back whole: the tool still reaches its endpoint
+    got.definition.nodes[0].first_line = 'Hello.';
+    const res = await t.request('PATCH', `/workflows/${created.id}`, { definition: got.definition });
+    expect(res.statusCode).toBe(200);
+    expect((await t.store.workflows.get(t.orgId, created.id))!.definition.nodes[1]).toMatchObject({ url });
+    // a copy is a working workflow too
+    const copy = await t.request('POST', '/workflows', { name: 'Orders (copy)', definition: got.definition });
+    expect(copy.json().workflow.definition.nodes[1].url).toBe(url);
+    // summaries carry no URL at all
+    expect((await t.request('GET', '/workflows')).body).not.toContain('t00l-pass');
+  });
+
   it('toggles is_active and renames', async () => {
     const created = (await t.request('POST', '/workflows', { name: 'T', definition: sampleDefinition() })).json().workflow;
     const off = await t.request('PATCH', `/workflows/${created.id}`, { is_active: false });

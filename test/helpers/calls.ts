@@ -9,7 +9,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/index.js';
-import { createRuntime, type Runtime } from '../../src/runtime.js';
+import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
 import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
 import { createTestDb, defaultDbKind, type TestDb } from './db.js';
 import { startReceiver, type Receiver, type ReceiverScript } from './receiver.js';
@@ -98,7 +98,10 @@ export const callKinds = [
   { kind: 'realtime', assistant: realtimeSandboxAssistant },
 ];
 
-export async function startCallingServer(env: Record<string, string> = {}): Promise<CallingServer> {
+export async function startCallingServer(
+  env: Record<string, string> = {},
+  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness'> = {},
+): Promise<CallingServer> {
   const testDb: TestDb = await createTestDb(defaultDbKind());
   const store = createStore(testDb.db);
   const twilio = await startFakeTwilioRest();
@@ -114,7 +117,7 @@ export async function startCallingServer(env: Record<string, string> = {}): Prom
     ...env,
   });
   const logger = createLogger(config.LOG_LEVEL);
-  const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}` });
+  const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}`, ...runtimeOptions });
   const app = await buildApp({ config, store, logger, runtime });
   await app.listen({ port, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${port}`;

@@ -36,6 +36,7 @@ describe('GET /calls/{id}/webhooks', () => {
   const callId = randomUUID();
   const quietCall = randomUUID();
   const otherCall = randomUUID();
+  const leakyCall = randomUUID();
 
   beforeAll(async () => {
     testDb = await createTestDb(defaultDbKind());
@@ -63,12 +64,23 @@ describe('GET /calls/{id}/webhooks', () => {
     await deliveries.record(base);
     await deliveries.record({ ...base, attempt: 2, outcome: 'delivered', status_code: 200, error: null, next_retry_at: null, created_at: '2025-01-01T00:00:05.000Z' });
     await deliveries.record({ ...base, organization_id: other.organization.id, call_id: otherCall, message_id: 'msg_other' });
+    // attempts as they were recorded before: the real URL, the resolver's answer and socket errors
+    const leaky = { ...base, call_id: leakyCall, outcome: 'failed' as const, status_code: null, next_retry_at: null };
+    await deliveries.record({
+      ...leaky,
+      url: 'https://ops:s3cret-pass@hooks.example/x?v=1',
+      error: 'hooks.example resolves to 127.0.0.1; refused to connect to 127.0.0.1: loopback address (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)',
+    });
+    await deliveries.record({ ...leaky, event: 'tool-calls', url: 'https://token123@tools.example/t', error: 'the tool could not be reached: connection failed (ECONNREFUSED)' });
+    await deliveries.record({ ...leaky, event: 'assistant-request', error: 'could not resolve hooks.corp.internal: ENOTFOUND' });
+    await deliveries.record({ ...leaky, error: 'refused to connect to 10.1.2.3: private address (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)' });
     app = await buildRouteApp(
       store,
       deliveries,
       new Map([
         [callId, orgId],
         [quietCall, orgId],
+        [leakyCall, orgId],
         [otherCall, other.organization.id],
       ]),
     );
@@ -102,6 +114,18 @@ describe('GET /calls/{id}/webhooks', () => {
         expect.objectContaining({ attempt: 2, outcome: 'delivered', status_code: 200, error: null, next_retry_at: null }),
       ],
     });
+  });
+
+  it('credentials in URLs are masked and network details left out, for attempts recorded before too', async () => {
+    const res = await get(leakyCall);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().webhooks.map((w: { url: string; error: string }) => [w.url, w.error])).toEqual([
+      ['https://ops:****@hooks.example/x?v=1', 'blocked address (only public addresses are allowed)'],
+      ['https://****@tools.example/t', 'the tool could not be reached: connection failed'],
+      ['https://hooks.example/x', 'could not resolve the host name'],
+      ['https://hooks.example/x', 'blocked address (only public addresses are allowed)'],
+    ]);
+    expect(res.body).not.toMatch(/s3cret-pass|token123|127\.0\.0\.1|10\.1\.2\.3|ECONNREFUSED|ENOTFOUND|corp\.internal/);
   });
 
   it('a known call without attempts has an empty list', async () => {

@@ -109,7 +109,7 @@ describe('end-of-call-report (DECISIONS 7)', () => {
       started_at: '2025-03-04T05:00:00.000Z',
       ended_at: '2025-03-04T05:01:30.250Z',
       duration_seconds: 90.25,
-      transcript: 'AI: Hello, Acme Dental!\nUser: I want to book for Tuesday.\nAI: Tuesday at ten works.',
+      transcript: 'Assistant: Hello, Acme Dental!\nCaller: I want to book for Tuesday.\nAssistant: Tuesday at ten works.',
       messages,
       nodes_visited: ['greeting', 'lookup', 'booking'],
       assistant_id: reportInput.assistant_id,
@@ -193,8 +193,8 @@ describe('extractStructuredData', () => {
         messages: [{ role: 'user' as const, content: 'Schema {{schema}}. Call: {{transcript}}' }],
       },
     };
-    await extractStructuredData({ plan: custom, messages, transcript: 'AI: hi', complete });
-    expect(complete.mock.calls[0]![0]).toEqual([{ role: 'user', content: `Schema ${JSON.stringify(schema)}. Call: AI: hi` }]);
+    await extractStructuredData({ plan: custom, messages, transcript: 'Assistant: hi', complete });
+    expect(complete.mock.calls[0]![0]).toEqual([{ role: 'user', content: `Schema ${JSON.stringify(schema)}. Call: Assistant: hi` }]);
   });
 
   it('is off when the plan is disabled or the call is under min_messages_threshold', async () => {

@@ -322,3 +322,75 @@ describe('exchanges against a local endpoint', () => {
     expect(toolResults.ms).toBeLessThan(11_500);
   }, 20_000);
 });
+
+describe('what a failure tells the tenant and the model (the detail stays in the server log)', () => {
+  let http: WebhookHttpClient;
+  let records: DeliveryAttemptRecord[];
+  let lines: ReturnType<typeof capturingLogger>['lines'];
+  let options: ExchangeOptions;
+  const secret = generateWebhookSecret();
+  // an internal name: its DNS answer is the server's business, not the tenant's
+  const resolve = async (host: string) => {
+    if (host === 'tools.corp.internal') return [{ address: '10.20.30.40', family: 4 }];
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  };
+
+  beforeAll(() => {
+    http = new WebhookHttpClient({ allowPrivate: false, resolve });
+  });
+  afterAll(async () => {
+    await http.close();
+  });
+  beforeEach(() => {
+    records = [];
+    const captured = capturingLogger();
+    lines = captured.lines;
+    options = { http, logger: captured.logger, organizationId: randomUUID(), recorder: { record: async (r) => void records.push(r) } };
+  });
+
+  const toolBody = () =>
+    toolCallsMessage({ ...ctx, call: { ...ctx.call, status: 'in-progress' } }, { tool_calls: [{ id: 'call_a', name: 'lookup', arguments: {} }], node_id: null });
+
+  it('tool-calls to a name that resolves to a private address: the model hears "blocked address", not the address', async () => {
+    const out = await callTools(options, { target: { url: 'https://bot:hunter22@tools.corp.internal/lookup', secret, level: 'tool' }, body: toolBody() });
+    expect(out).toEqual([{ tool_call_id: 'call_a', error: 'the tool could not be reached: blocked address (only public addresses are allowed)' }]);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({
+      url: 'https://bot:****@tools.corp.internal/lookup',
+      error: 'the tool could not be reached: blocked address (only public addresses are allowed)',
+    });
+    const shown = JSON.stringify([out, records]);
+    expect(shown).not.toContain('10.20.30.40');
+    expect(shown).not.toContain('hunter22');
+    // the operator still sees what happened
+    const line = lines.find((l) => l.msg.startsWith('tool-calls failed'))!;
+    expect(line.detail).toMatch(/^tools\.corp\.internal resolves to 10\.20\.30\.40; refused to connect to 10\.20\.30\.40: private address/);
+    expect(JSON.stringify(lines)).not.toContain('hunter22');
+  });
+
+  it('tool-calls to a closed port: "connection failed", no socket error code', async () => {
+    const open = new WebhookHttpClient({ allowPrivate: true });
+    try {
+      const out = await callTools({ ...options, http: open }, { target: { url: 'http://127.0.0.1:1/hook', secret, level: 'tool' }, body: toolBody() });
+      expect(out).toEqual([{ tool_call_id: 'call_a', error: 'the tool could not be reached: connection failed' }]);
+      expect(records[0]!.error).toBe('the tool could not be reached: connection failed');
+      expect(lines.find((l) => l.msg.startsWith('tool-calls failed'))!.detail).toMatch(/ECONNREFUSED/);
+    } finally {
+      await open.close();
+    }
+  });
+
+  it('assistant-request: the call\'s errors and the attempt log say "blocked address" or "could not resolve the host name"', async () => {
+    const blocked = await requestAssistant(options, { target: { url: 'https://tools.corp.internal/assistant', secret, level: 'number' }, body: assistantRequestMessage(ctx) });
+    expect(blocked).toEqual({
+      kind: 'rejected',
+      ended_reason: 'assistant-request-failed',
+      errors: ['assistant-request: blocked address (only public addresses are allowed)'],
+    });
+    const unknown = await requestAssistant(options, { target: { url: 'https://nowhere.example/assistant', secret, level: 'number' }, body: assistantRequestMessage(ctx) });
+    expect(unknown).toMatchObject({ errors: ['assistant-request: could not resolve the host name'] });
+    expect(records.map((r) => r.error)).toEqual(['blocked address (only public addresses are allowed)', 'could not resolve the host name']);
+    expect(JSON.stringify([blocked, unknown, records])).not.toMatch(/10\.20\.30\.40|ENOTFOUND/);
+    expect(lines.map((l) => l.detail)).toEqual([expect.stringContaining('10.20.30.40'), 'could not resolve nowhere.example: ENOTFOUND']);
+  });
+});

@@ -35,30 +35,30 @@ async function ipv6LoopbackWorks(): Promise<boolean> {
 
 describe('blockedAddressReason', () => {
   it.each([
-    ['127.0.0.1', 'loopback'],
-    ['127.255.255.254', 'loopback'],
-    ['10.0.0.1', 'private'],
-    ['172.16.0.1', 'private'],
-    ['172.31.255.255', 'private'],
-    ['192.168.1.1', 'private'],
-    ['169.254.169.254', 'link-local'],
-    ['100.64.0.1', 'shared address space (CGNAT)'],
-    ['100.127.255.255', 'shared address space (CGNAT)'],
-    ['0.0.0.0', 'unspecified ("this network")'],
-    ['224.0.0.1', 'multicast'],
-    ['239.255.255.250', 'multicast'],
-    ['255.255.255.255', 'broadcast'],
-    ['240.0.0.1', 'reserved'],
-    ['192.0.2.10', 'documentation'],
-    ['198.18.0.1', 'benchmarking'],
-    ['::1', 'loopback'],
-    ['::', 'unspecified'],
-    ['fe80::1', 'link-local'],
-    ['fe80::1%eth0', 'link-local'],
-    ['fc00::1', 'unique-local'],
-    ['fd12:3456:789a::1', 'unique-local'],
-    ['ff02::1', 'multicast'],
-    ['2001:db8::1', 'documentation'],
+    ['127.0.0.1', 'loopback address'],
+    ['127.255.255.254', 'loopback address'],
+    ['10.0.0.1', 'private address'],
+    ['172.16.0.1', 'private address'],
+    ['172.31.255.255', 'private address'],
+    ['192.168.1.1', 'private address'],
+    ['169.254.169.254', 'link-local address'],
+    ['100.64.0.1', 'shared (CGNAT) address'],
+    ['100.127.255.255', 'shared (CGNAT) address'],
+    ['0.0.0.0', 'unspecified ("this network") address'],
+    ['224.0.0.1', 'multicast address'],
+    ['239.255.255.250', 'multicast address'],
+    ['255.255.255.255', 'broadcast address'],
+    ['240.0.0.1', 'reserved address'],
+    ['192.0.2.10', 'documentation address'],
+    ['198.18.0.1', 'benchmarking address'],
+    ['::1', 'loopback address'],
+    ['::', 'unspecified address'],
+    ['fe80::1', 'link-local address'],
+    ['fe80::1%eth0', 'link-local address'],
+    ['fc00::1', 'unique-local address'],
+    ['fd12:3456:789a::1', 'unique-local address'],
+    ['ff02::1', 'multicast address'],
+    ['2001:db8::1', 'documentation address'],
     ['::ffff:127.0.0.1', 'IPv4-mapped IPv6 form of a loopback address'],
     ['::ffff:7f00:1', 'IPv4-mapped IPv6 form of a loopback address'],
     ['::ffff:10.0.0.1', 'IPv4-mapped IPv6 form of a private address'],
@@ -66,7 +66,8 @@ describe('blockedAddressReason', () => {
     ['::127.0.0.1', 'IPv4-compatible IPv6 form of a loopback address'],
     ['64:ff9b::10.0.0.1', 'NAT64 form of a private address'],
     ['2002:7f00:1::', '6to4 form of a loopback address'],
-    ['[::1]', 'loopback'],
+    ['::ffff:0.0.0.0', 'IPv4-mapped IPv6 form of an unspecified ("this network") address'],
+    ['[::1]', 'loopback address'],
     ['not-an-ip', 'not an IP address'],
   ])('%s is refused (%s)', (address, reason) => {
     expect(blockedAddressReason(address)).toBe(reason);
@@ -120,13 +121,36 @@ describe('outbound requests with WEBHOOK_ALLOW_PRIVATE off', () => {
   ])('refuses %s', async (_name, url) => {
     const out = await post(client, url(receiver.port));
     expect(failure(out)).toBe('BLOCKED_ADDRESS');
-    expect(!out.ok && out.message).toMatch(/refused to connect to .*address/);
+    expect(!out.ok && out.detail).toMatch(/refused to connect to .*address/);
+    expect(!out.ok && out.reason).toBe('blocked address (only public addresses are allowed)');
+  });
+
+  it('refusals name the kind of address once ("address address" was said for mapped forms)', async () => {
+    const out = await post(client, `http://[::ffff:127.0.0.1]:${receiver.port}/hook`);
+    expect(!out.ok && out.detail).toMatch(/^refused to connect to ::ffff:7f00:1: IPv4-mapped IPv6 form of a loopback address \(only public/);
+    const named = await post(client, `http://mapped.example:${receiver.port}/hook`);
+    expect(!named.ok && named.detail).toMatch(/^mapped\.example resolves to ::ffff:127\.0\.0\.1; refused to connect to ::ffff:127\.0\.0\.1: IPv4-mapped IPv6 form of a loopback address \(/);
+    for (const o of [out, named, await post(client, 'http://10.0.0.1/hook')]) expect(!o.ok && o.detail).not.toMatch(/address address/);
+  });
+
+  it('what tenants and models may be told names no address, name or socket error', async () => {
+    const cases: [string, string][] = [
+      [`http://localhost:${receiver.port}/hook`, 'blocked address (only public addresses are allowed)'],
+      [`http://internal.example/hook`, 'blocked address (only public addresses are allowed)'],
+      ['http://169.254.169.254/latest/meta-data/', 'blocked address (only public addresses are allowed)'],
+      ['https://nowhere.invalid/hook', 'could not resolve the host name'],
+      ['ftp://example.com/x', 'invalid URL'],
+    ];
+    for (const [url, reason] of cases) {
+      const out = await post(client, url);
+      expect(!out.ok && out.reason, url).toBe(reason);
+    }
   });
 
   it('refuses a host name that resolves to loopback (localhost), after resolving it once', async () => {
     const out = await post(client, `http://localhost:${receiver.port}/hook`);
     expect(failure(out)).toBe('BLOCKED_ADDRESS');
-    expect(!out.ok && out.message).toMatch(/^localhost resolves to 127\.0\.0\.1; refused to connect to 127\.0\.0\.1: loopback address/);
+    expect(!out.ok && out.detail).toMatch(/^localhost resolves to 127\.0\.0\.1; refused to connect to 127\.0\.0\.1: loopback address/);
     expect(lookups).toEqual(['localhost']);
   });
 
@@ -135,7 +159,7 @@ describe('outbound requests with WEBHOOK_ALLOW_PRIVATE off', () => {
     try {
       const out = await post(system, `http://localhost:${receiver.port}/hook`);
       expect(failure(out)).toBe('BLOCKED_ADDRESS');
-      expect(!out.ok && out.message).toMatch(/^localhost resolves to (127\.0\.0\.1|::1); refused/);
+      expect(!out.ok && out.detail).toMatch(/^localhost resolves to (127\.0\.0\.1|::1); refused/);
     } finally {
       await system.close();
     }
@@ -162,7 +186,7 @@ describe('outbound requests with WEBHOOK_ALLOW_PRIVATE off', () => {
   it('a name that does not resolve is a DNS failure', async () => {
     const out = await post(client, 'https://nowhere.invalid/hook');
     expect(failure(out)).toBe('DNS_FAILED');
-    expect(!out.ok && out.message).toBe('could not resolve nowhere.invalid: ENOTFOUND');
+    expect(!out.ok && out.detail).toBe('could not resolve nowhere.invalid: ENOTFOUND');
   });
 });
 
@@ -252,6 +276,7 @@ describe('outbound requests with WEBHOOK_ALLOW_PRIVATE on', () => {
     receiver.script({ status: 200, delayMs: 1_500 });
     const out = await post(client, receiver.url, 200);
     expect(failure(out)).toBe('TIMEOUT');
+    expect(!out.ok && out.reason).toBe('timed out: no complete answer within 0.2 s');
     expect(out.durationMs).toBeGreaterThanOrEqual(150);
     expect(out.durationMs).toBeLessThan(1_000);
   });
@@ -269,7 +294,8 @@ describe('outbound requests with WEBHOOK_ALLOW_PRIVATE on', () => {
   it('a closed port is a connection failure', async () => {
     const out = await post(client, `http://127.0.0.1:${await closedPort()}/hook`);
     expect(failure(out)).toBe('CONNECTION_FAILED');
-    expect(!out.ok && out.message).toContain('ECONNREFUSED');
+    expect(!out.ok && out.detail).toContain('ECONNREFUSED');
+    expect(!out.ok && out.reason).toBe('connection failed');
   });
 
   it('a socket closed without an answer is a connection failure', async () => {

@@ -36,7 +36,8 @@ describe('notificationVerdict (DECISIONS 7)', () => {
   const fail = (code: 'TIMEOUT' | 'CONNECTION_FAILED' | 'DNS_FAILED' | 'BLOCKED_ADDRESS' | 'INVALID_URL') => ({
     ok: false as const,
     code,
-    message: code,
+    reason: code,
+    detail: code,
     durationMs: 1,
   });
   it.each([
@@ -179,7 +180,7 @@ describe('in-process delivery queue', () => {
     await runFor(5_000);
     const attempts = await repo.listForCall(orgId, callId);
     expect(attempts.map((a) => [a.outcome, a.status_code, a.error])).toEqual([
-      ['retrying', null, 'no complete answer within 0.3 s'],
+      ['retrying', null, 'timed out: no complete answer within 0.3 s'],
       ['delivered', 200, null],
     ]);
     expect(attempts[0]!.duration_ms).toBeGreaterThanOrEqual(250);
@@ -200,7 +201,35 @@ describe('in-process delivery queue', () => {
       ['retrying', 429],
       ['delivered', 200],
     ]);
-    expect(attempts[0]!.error).toMatch(/^connection failed \(ECONNREFUSED\)/);
+    expect(attempts[0]!.error).toBe('connection failed');
+  });
+
+  it('a URL that resolves to a private address: a final failure, recorded as "blocked address" with its credentials masked', async () => {
+    const lines: { msg: string; detail?: string }[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const guarded = new WebhookHttpClient({
+      allowPrivate: false,
+      resolve: async () => [{ address: '10.9.8.7', family: 4 }],
+    });
+    const strict = new InProcessDeliveryQueue({ http: guarded, logger, recorder: repo, clock, timeoutMs: 300 });
+    try {
+      await strict.start();
+      const callId = randomUUID();
+      await strict.enqueue(message(orgId, callId, 'https://ops:s3cret-pass@hooks.corp.internal/events', 1, clock));
+      await strict.whenIdle();
+      const attempts = await repo.listForCall(orgId, callId);
+      expect(attempts.map((a) => [a.outcome, a.status_code, a.error, a.url])).toEqual([
+        ['failed', null, 'blocked address (only public addresses are allowed)', 'https://ops:****@hooks.corp.internal/events'],
+      ]);
+      expect(JSON.stringify(attempts)).not.toMatch(/10\.9\.8\.7|s3cret-pass/);
+      // the operator's log keeps the whole story, without the password
+      const line = lines.find((l) => l.msg === 'webhook failed; not retried')!;
+      expect(line.detail).toMatch(/^hooks\.corp\.internal resolves to 10\.9\.8\.7; refused/);
+      expect(JSON.stringify(lines)).not.toContain('s3cret-pass');
+    } finally {
+      await strict.close();
+      await guarded.close();
+    }
   });
 
   it('a receiver down for an hour gets every message afterwards, in order per call', async () => {

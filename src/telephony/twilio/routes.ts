@@ -9,15 +9,18 @@ import { parseForm } from './signature.js';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
 export const MEDIA_PATH = '/telephony/twilio/media';
+/** Twilio's voice webhook form is a few KiB; the route refuses more (413 naming this limit). */
+export const VOICE_BODY_LIMIT = 64 * 1024;
 
 export async function twilioRoutes(app: FastifyInstance, opts: { calls: CallService; publicUrl: string }) {
   await app.register(async (scope) => {
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
-      { parseAs: 'string', bodyLimit: 64 * 1024 },
+      { parseAs: 'string' },
       (_request, body, done) => done(null, parseForm(body as string)),
     );
-    scope.post(VOICE_PATH, { schema: { hide: true } }, async (request, reply) => {
+    // the route's limit (not the parser's): every body type is held to it, and the 413 names it
+    scope.post(VOICE_PATH, { schema: { hide: true }, bodyLimit: VOICE_BODY_LIMIT }, async (request, reply) => {
       const params = (request.body ?? {}) as ReturnType<typeof parseForm>;
       if (typeof params !== 'object' || Array.isArray(params)) {
         return reply.code(400).send({ error: 'Invalid request', details: ['body: expected a form'] });

@@ -1,0 +1,221 @@
+/**
+ * The call log beside the call sessions: `LoggedCallStore` is the session store with every call
+ * also written to PostgreSQL (`calls`, migration 004) at its start, at each change of status and
+ * at its end, so that a call outlives its 24 h session and a restart. The writes stay off the
+ * media path: each call's go through its own promise chain, in the order they were made, and a
+ * failure is logged, never thrown to the call. `CallLogPruner` deletes calls older than
+ * CALL_RETENTION_DAYS.
+ */
+import type { Logger } from 'pino';
+import { hashDefinition } from '../../engine/compile.js';
+import type { WorkflowDefinition } from '../../engine/schema.js';
+import type { CallLogEntry, CallLogRepository } from '../store/calls.js';
+import { RetentionPruner, type PrunerSettings } from '../store/retention.js';
+import type { CallRecord, CallStatus, CallStore } from './store.js';
+
+/** A session record that carries the structured data of its report (when the call layer sets it). */
+
+/** The carrier a call came through and its ids there. */
+export function transportOf(record: CallRecord): { transport: string; transport_ids: Record<string, string> } {
+  return record.twilio
+    ? { transport: 'twilio', transport_ids: { call_sid: record.twilio.call_sid, account_sid: record.twilio.account_sid } }
+    : { transport: 'unknown', transport_ids: {} };
+}
+
+/**
+ * sha256 hex of the workflow definition the call runs (the engine's hash of its canonical JSON);
+ * null without a workflow. An ended call's record no longer holds the definition: its engine
+ * snapshot still names the hash (a call with no workflow runs a stand-in definition: not that one).
+ */
+export function definitionHashOf(record: Pick<CallRecord, 'definition' | 'workflow_id' | 'engine'>): string | null {
+  if (record.definition) return hashDefinition(record.definition as unknown as WorkflowDefinition);
+  const snapshotHash = record.engine?.definition_hash;
+  return record.workflow_id && typeof snapshotHash === 'string' ? snapshotHash : null;
+}
+
+/** Whether the call's assistant keeps no transcript after the call (`gdpr_mode`). */
+export const isGdprCall = (record: Pick<CallRecord, 'assistant'>) => record.assistant?.gdpr_mode === true;
+
+/**
+ * What the log says about a session record, as it is now (a copy: the record may change at once).
+ * `definitionHash` saves hashing the same definition on each write.
+ */
+export function describeCall(record: CallRecord, definitionHash = definitionHashOf(record)): CallLogEntry {
+  return {
+    id: record.id,
+    organization_id: record.organization_id,
+    type: record.type,
+    ...transportOf(record),
+    number_id: record.number_id || null,
+    phone_number: record.phone_number ? { number: record.phone_number.number, name: record.phone_number.name } : null,
+    customer: record.customer ? { number: record.customer.number } : null,
+    assistant_id: record.assistant_id,
+    workflow_id: record.workflow_id,
+    definition_hash: definitionHash,
+    workflow_note: record.workflow_note,
+    status: record.status,
+    ended_reason: record.ended_reason,
+    created_at: record.created_at,
+    started_at: record.started_at,
+    ended_at: record.ended_at,
+    messages: record.messages.map((m) => ({ ...m })),
+    nodes_visited: [...record.nodes_visited],
+    current_node: record.current_node,
+    errors: [...record.errors],
+    structured_data: structuredClone(record.structured_data ?? null),
+    recording_ref: null,
+  };
+}
+
+/** What the log keeps of a call: `describeCall`, with no messages under `gdpr_mode`. */
+export function callLogEntry(record: CallRecord, definitionHash?: string | null): CallLogEntry {
+  const entry = describeCall(record, definitionHash === undefined ? definitionHashOf(record) : definitionHash);
+  if (isGdprCall(record)) entry.messages = [];
+  return entry;
+}
+
+/** Calls whose last logged status this process remembers; beyond it, the oldest are forgotten (one extra write each). */
+const REMEMBERED_CALLS = 10_000;
+
+export class LoggedCallStore implements CallStore {
+  /** Each call's last write still under way: the next one waits for it. */
+  private readonly tails = new Map<string, Promise<void>>();
+  /** The last status written for each call not yet ended, and its definition's hash. */
+  private readonly logged = new Map<string, { status: CallStatus; definitionHash: string | null }>();
+  private readonly log: Logger;
+
+  constructor(
+    /** The call sessions (in process or Redis): every CallStore method is theirs. */
+    readonly sessions: CallStore,
+    readonly callLog: CallLogRepository,
+    logger: Logger,
+  ) {
+    this.log = logger.child({ component: 'call-log' });
+  }
+
+  async create(record: CallRecord): Promise<void> {
+    this.write(record);
+    await this.sessions.create(record);
+  }
+
+  get(id: string): Promise<CallRecord | null> {
+    return this.sessions.get(id);
+  }
+
+  list(organizationId: string, limit: number): Promise<CallRecord[]> {
+    return this.sessions.list(organizationId, limit);
+  }
+
+  /** The session save; the log is written too when the status changed, and at every save of an ended call. */
+  async save(record: CallRecord): Promise<void> {
+    const last = this.logged.get(record.id);
+    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    await this.sessions.save(record);
+  }
+
+  putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void> {
+    return this.sessions.putStreamToken(callId, token, ttlSeconds);
+  }
+
+  consumeStreamToken(callId: string, token: string): Promise<boolean> {
+    return this.sessions.consumeStreamToken(callId, token);
+  }
+
+  claimTransportCall(key: string, callId: string, ttlSeconds: number): Promise<string | null> {
+    return this.sessions.claimTransportCall(key, callId, ttlSeconds);
+  }
+
+  heartbeat(workerId: string, callIds: string[]): Promise<void> {
+    return this.sessions.heartbeat(workerId, callIds);
+  }
+
+  findStale(staleMs: number): Promise<CallRecord[]> {
+    return this.sessions.findStale(staleMs);
+  }
+
+  claim(callId: string, workerId: string, staleMs: number): Promise<CallRecord | null> {
+    return this.sessions.claim(callId, workerId, staleMs);
+  }
+
+  /** Lets the log writes under way finish (those queued meanwhile too), then closes the sessions. */
+  async close(): Promise<void> {
+    while (this.tails.size > 0) await this.settled();
+    await this.sessions.close();
+  }
+
+  /**
+   * Resolves once every log write made so far has been done (or has failed and been logged), or
+   * after `timeoutMs` when given, whichever comes first. Writes queued meanwhile are not waited for.
+   */
+  async settled(timeoutMs?: number): Promise<void> {
+    // each call's tail follows all of that call's earlier writes
+    const all = Promise.all([...this.tails.values()]).then(() => undefined);
+    if (timeoutMs === undefined) return all;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  /** Log writes still under way (for tests and metrics). */
+  get pending(): number {
+    return this.tails.size;
+  }
+
+  /** Queues a write of the record as it is now, after the call's writes before it. */
+  private write(record: CallRecord): void {
+    let entry: CallLogEntry;
+    try {
+      entry = callLogEntry(record, this.hashFor(record));
+    } catch (err) {
+      // the call goes on whatever the log makes of its record
+      this.log.error({ err, callId: record.id }, 'could not describe the call for the call log');
+      return;
+    }
+    if (record.status === 'ended') {
+      this.logged.delete(record.id);
+    } else {
+      this.logged.delete(record.id);
+      this.logged.set(record.id, { status: record.status, definitionHash: entry.definition_hash });
+      if (this.logged.size > REMEMBERED_CALLS) this.logged.delete(this.logged.keys().next().value!);
+    }
+    const previous = this.tails.get(record.id) ?? Promise.resolve();
+    const tail = previous.then(() =>
+      this.callLog.upsert(entry).catch((err: unknown) => {
+        this.log.error({ err, callId: record.id, status: entry.status }, 'could not write the call to the call log');
+      }),
+    );
+    this.tails.set(record.id, tail);
+    void tail.finally(() => {
+      if (this.tails.get(record.id) === tail) this.tails.delete(record.id);
+    });
+  }
+
+  /**
+   * The definition's hash, computed once per call (its snapshot does not change while it lives).
+   * Once the record drops the definition the log keeps the hash it has (see `upsert`).
+   */
+  private hashFor(record: CallRecord): string | null {
+    return this.logged.get(record.id)?.definitionHash ?? definitionHashOf(record);
+  }
+}
+
+export type CallLogPrunerOptions = PrunerSettings & { calls: Pick<CallLogRepository, 'prune'> };
+
+/**
+ * Retention of the call log: every process prunes calls older than CALL_RETENTION_DAYS shortly
+ * after it starts and then every hour (`RetentionPruner`, as `DeliveryPruner` for delivery
+ * attempts); `batchSize` absent or 0: `DEFAULT_CALL_PRUNE_BATCH`.
+ */
+export class CallLogPruner extends RetentionPruner {
+  constructor({ calls, ...settings }: CallLogPrunerOptions) {
+    super({
+      ...settings,
+      batchSize: settings.batchSize || undefined,
+      prune: (retentionDays, options) => calls.prune(retentionDays, options),
+      messages: {
+        pruned: 'pruned old calls from the call log',
+        failed: 'pruning the call log failed; trying again at the next run',
+      },
+    });
+  }
+}

@@ -1,0 +1,331 @@
+/**
+ * The call log (migration 004): one row per call, written as the call goes (src/calls/call-log.ts),
+ * read by GET /calls and GET /calls/{id} once the call session is gone, pruned by age.
+ */
+import type { Db } from './db.js';
+import { iso } from './workflows.js';
+
+export interface LoggedMessage {
+  role: 'assistant' | 'user' | 'tool' | 'system';
+  content: string;
+  time: string;
+  seconds_from_start: number;
+  node_id: string | null;
+}
+
+/** A call as the log keeps it: what the call is and what happened, not its snapshots. */
+export interface CallLogEntry {
+  id: string;
+  organization_id: string;
+  type: string;
+  /** The way the call came in (`twilio`) and its ids there (`{call_sid, account_sid}`). */
+  transport: string;
+  transport_ids: Record<string, string>;
+  number_id: string | null;
+  phone_number: { number: string; name: string | null } | null;
+  customer: { number: string } | null;
+  assistant_id: string | null;
+  workflow_id: string | null;
+  /** sha256 hex of the workflow definition the call ran (`hashDefinition`); null without one. Never unset once set. */
+  definition_hash: string | null;
+  workflow_note: string | null;
+  status: string;
+  ended_reason: string | null;
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  /** Empty with `gdpr_mode`. */
+  messages: LoggedMessage[];
+  nodes_visited: string[];
+  current_node: string | null;
+  errors: string[];
+  /** `null`: none was extracted. A later write without it keeps the one already logged. */
+  structured_data: unknown;
+  recording_ref: string | null;
+}
+
+export interface LoggedCall extends CallLogEntry {
+  /** When the log last changed. */
+  updated_at: string;
+}
+
+export interface CallLogQuery {
+  /** 1..1000 rows. */
+  limit: number;
+  /** `next_cursor` of the page before. */
+  cursor?: string | null | undefined;
+  status?: string | undefined;
+  type?: string | undefined;
+  assistant_id?: string | undefined;
+  number_id?: string | undefined;
+  /** created_at ≥ since (ISO 8601). */
+  since?: string | undefined;
+  /** created_at < until (ISO 8601). */
+  until?: string | undefined;
+}
+
+export interface CallLogPage {
+  calls: LoggedCall[];
+  /** Where the next page starts; null on the last page. */
+  next_cursor: string | null;
+}
+
+/** A cursor that no page of ours made. */
+export class InvalidCursorError extends Error {
+  constructor() {
+    super('not a cursor from a previous page');
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The position after a row: its `created_at` (to the microsecond, as stored) and id. */
+export function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
+}
+
+/** The position a cursor names, or an `InvalidCursorError`. */
+export function decodeCursor(cursor: string): { created_at: string; id: string } {
+  try {
+    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new InvalidCursorError();
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (!Array.isArray(value) || value.length !== 2) throw new InvalidCursorError();
+    const [at, id] = value as unknown[];
+    if (typeof at !== 'string' || typeof id !== 'string' || !UUID.test(id)) throw new InvalidCursorError();
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$/.test(at) || Number.isNaN(Date.parse(at))) {
+      throw new InvalidCursorError();
+    }
+    return { created_at: at, id };
+  } catch {
+    throw new InvalidCursorError();
+  }
+}
+
+interface CallRow {
+  id: string;
+  organization_id: string;
+  type: string;
+  transport: string;
+  transport_ids: Record<string, string>;
+  number_id: string | null;
+  phone_number: string | null;
+  phone_number_name: string | null;
+  customer_number: string | null;
+  assistant_id: string | null;
+  workflow_id: string | null;
+  definition_hash: string | null;
+  workflow_note: string | null;
+  status: string;
+  ended_reason: string | null;
+  created_at: Date | string;
+  started_at: Date | string | null;
+  ended_at: Date | string | null;
+  messages: LoggedMessage[];
+  nodes_visited: string[];
+  current_node: string | null;
+  errors: string[];
+  structured_data: unknown;
+  recording_ref: string | null;
+  updated_at: Date | string;
+  /** created_at to the microsecond, for the cursor. */
+  position: string;
+}
+
+const isoOrNull = (d: Date | string | null) => (d === null ? null : iso(d));
+
+const toLoggedCall = (r: CallRow): LoggedCall => ({
+  id: r.id,
+  organization_id: r.organization_id,
+  type: r.type,
+  transport: r.transport,
+  transport_ids: r.transport_ids,
+  number_id: r.number_id,
+  phone_number: r.phone_number === null ? null : { number: r.phone_number, name: r.phone_number_name },
+  customer: r.customer_number === null ? null : { number: r.customer_number },
+  assistant_id: r.assistant_id,
+  workflow_id: r.workflow_id,
+  definition_hash: r.definition_hash,
+  workflow_note: r.workflow_note,
+  status: r.status,
+  ended_reason: r.ended_reason,
+  created_at: iso(r.created_at),
+  started_at: isoOrNull(r.started_at),
+  ended_at: isoOrNull(r.ended_at),
+  messages: r.messages,
+  nodes_visited: r.nodes_visited,
+  current_node: r.current_node,
+  errors: r.errors,
+  structured_data: r.structured_data,
+  recording_ref: r.recording_ref,
+  updated_at: iso(r.updated_at),
+});
+
+const COLUMNS = `id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
+  customer_number, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
+  started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref, updated_at,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position`;
+
+const json = (value: unknown) => JSON.stringify(value);
+
+/** Rows per delete statement, as for delivery attempts (a call row is larger: its messages). */
+export const DEFAULT_CALL_PRUNE_BATCH = 200;
+export const MAX_PAGE = 1000;
+const DAY_MS = 24 * 60 * 60_000;
+
+export class CallLogRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Writes the whole entry (insert, or replace the row of the same id and organization). A null
+   * `definition_hash`, `structured_data` or `recording_ref` keeps the one already logged: a call's
+   * definition does not change, and an ended call's record no longer carries it.
+   */
+  async upsert(e: CallLogEntry): Promise<void> {
+    await this.db.query(
+      `INSERT INTO calls (id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
+         customer_number, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
+         started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref)
+       VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+         $19::jsonb, $20::jsonb, $21, $22::jsonb, $23::jsonb, $24)
+       ON CONFLICT (id) DO UPDATE SET
+         type = EXCLUDED.type,
+         transport = EXCLUDED.transport,
+         transport_ids = EXCLUDED.transport_ids,
+         number_id = EXCLUDED.number_id,
+         phone_number = EXCLUDED.phone_number,
+         phone_number_name = EXCLUDED.phone_number_name,
+         customer_number = EXCLUDED.customer_number,
+         assistant_id = EXCLUDED.assistant_id,
+         workflow_id = EXCLUDED.workflow_id,
+         definition_hash = COALESCE(EXCLUDED.definition_hash, calls.definition_hash),
+         workflow_note = EXCLUDED.workflow_note,
+         status = EXCLUDED.status,
+         ended_reason = EXCLUDED.ended_reason,
+         created_at = EXCLUDED.created_at,
+         started_at = EXCLUDED.started_at,
+         ended_at = EXCLUDED.ended_at,
+         messages = EXCLUDED.messages,
+         nodes_visited = EXCLUDED.nodes_visited,
+         current_node = EXCLUDED.current_node,
+         errors = EXCLUDED.errors,
+         structured_data = COALESCE(EXCLUDED.structured_data, calls.structured_data),
+         recording_ref = COALESCE(EXCLUDED.recording_ref, calls.recording_ref),
+         updated_at = now()
+       WHERE calls.organization_id = EXCLUDED.organization_id`,
+      [
+        e.id,
+        e.organization_id,
+        e.type,
+        e.transport,
+        json(e.transport_ids),
+        e.number_id,
+        e.phone_number?.number ?? null,
+        e.phone_number?.name ?? null,
+        e.customer?.number ?? null,
+        e.assistant_id,
+        e.workflow_id,
+        e.definition_hash,
+        e.workflow_note,
+        e.status,
+        e.ended_reason,
+        e.created_at,
+        e.started_at,
+        e.ended_at,
+        json(e.messages),
+        json(e.nodes_visited),
+        e.current_node,
+        json(e.errors),
+        e.structured_data === null || e.structured_data === undefined ? null : json(e.structured_data),
+        e.recording_ref,
+      ],
+    );
+  }
+
+  async get(orgId: string, id: string): Promise<LoggedCall | null> {
+    const { rows } = await this.db.query<CallRow>(
+      `SELECT ${COLUMNS} FROM calls WHERE id = $1 AND organization_id = $2`,
+      [id, orgId],
+    );
+    return rows[0] ? toLoggedCall(rows[0]) : null;
+  }
+
+  /**
+   * One page of the organization's calls, newest first (`created_at`, then `id`, both descending),
+   * from the position of `cursor`. Throws `InvalidCursorError` for a cursor it did not make.
+   */
+  async list(orgId: string, q: CallLogQuery): Promise<CallLogPage> {
+    if (!Number.isInteger(q.limit) || q.limit < 1 || q.limit > MAX_PAGE) {
+      throw new RangeError(`limit must be an integer from 1 to ${MAX_PAGE}, not ${q.limit}`);
+    }
+    const where = ['organization_id = $1'];
+    const params: unknown[] = [orgId];
+    const param = (value: unknown) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    if (q.cursor) {
+      const after = decodeCursor(q.cursor);
+      where.push(`(created_at, id) < (${param(after.created_at)}::timestamptz, ${param(after.id)}::uuid)`);
+    }
+    if (q.status) where.push(`status = ${param(q.status)}`);
+    if (q.type) where.push(`type = ${param(q.type)}`);
+    if (q.assistant_id) where.push(`assistant_id = ${param(q.assistant_id)}`);
+    if (q.number_id) where.push(`number_id = ${param(q.number_id)}`);
+    if (q.since) where.push(`created_at >= ${param(q.since)}::timestamptz`);
+    if (q.until) where.push(`created_at < ${param(q.until)}::timestamptz`);
+    // one row more than asked says whether another page follows
+    const { rows } = await this.db.query<CallRow>(
+      `SELECT ${COLUMNS} FROM calls WHERE ${where.join(' AND ')}
+        ORDER BY created_at DESC, id DESC LIMIT ${param(q.limit + 1)}`,
+      params,
+    );
+    const page = rows.slice(0, q.limit);
+    const last = page[page.length - 1];
+    return {
+      calls: page.map(toLoggedCall),
+      next_cursor: rows.length > q.limit && last ? encodeCursor(last.position, last.id) : null,
+    };
+  }
+
+  /** Calls created more than `retentionDays` whole days ago are deleted (0: none). */
+  prune(retentionDays: number, options: { now?: number; batchSize?: number; shouldStop?: () => boolean } = {}): Promise<number> {
+    if (!Number.isInteger(retentionDays) || retentionDays < 0) {
+      throw new RangeError(`retentionDays must be a whole number of days, not ${retentionDays}`);
+    }
+    if (retentionDays === 0) return Promise.resolve(0);
+    const cutoff = new Date((options.now ?? Date.now()) - retentionDays * DAY_MS);
+    return this.pruneOlderThan(cutoff, options.batchSize, options);
+  }
+
+  /**
+   * Deletes the calls created before `cutoff`, oldest first, `batchSize` rows per statement (each
+   * its own short transaction), until none is left or `shouldStop()` says so; rows another
+   * process is deleting at the same moment are skipped. Returns how many rows this call deleted.
+   */
+  async pruneOlderThan(
+    cutoff: Date,
+    batchSize = DEFAULT_CALL_PRUNE_BATCH,
+    options: { shouldStop?: () => boolean } = {},
+  ): Promise<number> {
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, not ${batchSize}`);
+    if (Number.isNaN(cutoff.getTime())) throw new RangeError('cutoff is not a valid date');
+    let total = 0;
+    for (;;) {
+      const { rows } = await this.db.query<{ n: number }>(
+        `WITH doomed AS (
+           SELECT id FROM calls WHERE created_at < $1
+            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+         ), gone AS (
+           DELETE FROM calls c USING doomed WHERE c.id = doomed.id RETURNING 1
+         )
+         SELECT count(*)::int AS n FROM gone`,
+        [cutoff.toISOString(), batchSize],
+      );
+      const n = Number(rows[0]?.n ?? 0);
+      total += n;
+      if (n < batchSize || options.shouldStop?.()) return total;
+      // let the event loop breathe between batches (PGlite runs on this thread)
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+}
