@@ -155,7 +155,10 @@ export class CallService {
     });
     const log = this.log.child({ callId: record.id });
     // one call per Twilio call: a replayed (or retried) signed request creates and sends nothing
-    const earlier = await this.o.calls.claimTransportCall(`twilio:${accountSid}:${callSid}`, record.id, CALL_SID_CLAIM_SECONDS);
+    const earlier =
+      (await this.o.calls.claimTransportCall(`twilio:${accountSid}:${callSid}`, record.id, CALL_SID_CLAIM_SECONDS)) ??
+      // after the sessions are gone (a restart, 24 h) the call log still knows the call
+      (await this.o.store.calls.findByTransportCall('twilio', { call_sid: callSid, account_sid: accountSid }));
     if (earlier) {
       log.warn({ numberId: number.id, earlierCallId: earlier }, 'voice webhook replayed: the CallSid already has a call; refused');
       this.o.onReplay?.();

@@ -241,6 +241,18 @@ export class CallLogRepository {
     );
   }
 
+  /**
+   * The call a carrier's call id belongs to (`call_sid`, plus every other id given, e.g. the
+   * `account_sid`), or null: a replayed voice webhook makes no second call.
+   */
+  async findByTransportCall(transport: string, ids: { call_sid: string } & Record<string, string>): Promise<string | null> {
+    const { rows } = await this.db.query<{ id: string }>(
+      `SELECT id FROM calls WHERE transport = $1 AND transport_ids->>'call_sid' = $2 AND transport_ids @> $3::jsonb LIMIT 1`,
+      [transport, ids.call_sid, JSON.stringify(ids)],
+    );
+    return rows[0]?.id ?? null;
+  }
+
   async get(orgId: string, id: string): Promise<LoggedCall | null> {
     const { rows } = await this.db.query<CallRow>(
       `SELECT ${COLUMNS} FROM calls WHERE id = $1 AND organization_id = $2`,

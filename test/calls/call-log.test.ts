@@ -19,6 +19,8 @@ import { createLogger } from '../../src/logger.js';
 import { freePort } from '../../src/net.js';
 import { createRuntime, type Runtime } from '../../src/runtime.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
+import { twilioSignature } from '../../src/telephony/twilio/signature.js';
+import { request as undiciRequest } from 'undici';
 import { openDb, type Db } from '../../src/store/db.js';
 import { createStore, type Store } from '../../src/store/index.js';
 import {
@@ -299,6 +301,21 @@ describe.each(availableDbKinds())('the call log across a restart on %s', (kind) 
     });
     const { rows } = await server!.db.query<{ messages: unknown }>('SELECT messages FROM calls WHERE id = $1', [ids.gdpr]);
     expect(rows[0]!.messages).toEqual([]);
+  });
+
+  it('a replay of a logged call\'s voice webhook makes no call after the restart', async () => {
+    const number = before[ids.workflow].phone_number.number;
+    const params = { AccountSid: ACCOUNT_SID, CallSid: callers[0]!.callSid, CallStatus: 'ringing', Direction: 'inbound', From: '+15005550006', To: number };
+    const url = `${server!.baseUrl}/telephony/twilio/voice`;
+    const res = await undiciRequest(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(AUTH_TOKEN, url, params) },
+      body: new URLSearchParams(params).toString(),
+    });
+    const twiml = await res.body.text();
+    expect(twiml).toContain('<Reject');
+    expect(twiml).not.toContain('<Stream');
+    expect((await server!.api('/calls', key)).json.calls).toHaveLength(3);
   });
 
   it('GET /calls lists them newest first, whole, and only to their organization', async () => {

@@ -42,5 +42,7 @@ CREATE INDEX calls_org_assistant_created ON calls (organization_id, assistant_id
   WHERE assistant_id IS NOT NULL;
 CREATE INDEX calls_org_number_created ON calls (organization_id, number_id, created_at DESC, id DESC)
   WHERE number_id IS NOT NULL;
+-- A replayed voice webhook finds its call by the carrier's id after the call session is gone
+CREATE INDEX calls_transport_call ON calls (transport, (transport_ids->>'call_sid'));
 -- Retention: the pruner deletes the oldest calls in small batches, oldest first
 CREATE INDEX calls_created ON calls (created_at);
