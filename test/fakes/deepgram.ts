@@ -7,6 +7,9 @@
  * - Binary frames are audio; text frames are `KeepAlive`, `Finalize`, `CloseStream` (JSON).
  * - Each connection plays a script: messages to send after N bytes of audio, on `Finalize`, or
  *   after a delay; and it can close with an error, drop the TCP connection, or refuse upgrades.
+ * - A script may choose each connection's behaviour from its upgrade request (`connectionFor`),
+ *   so that one fake serves a healthy call and a faulty one side by side; a test can also make a
+ *   connection send a message now (`act`).
  * - On `Finalize` with nothing scripted it answers an empty final `Results` with
  *   `from_finalize: true`; on `CloseStream` it sends `Metadata` and closes with 1000, as Deepgram
  *   does. Like Deepgram it closes a stream that received nothing for `idleTimeoutMs` with
@@ -66,6 +69,13 @@ export interface DeepgramFakeScript extends DeepgramFakeConnectionScript {
   connections?: DeepgramFakeConnectionScript[];
   /** Close a stream that got neither audio nor a text message for this long (default 10 s). */
   idleTimeoutMs?: number;
+  /**
+   * Chooses a connection's script from its upgrade request (e.g. by a `keyterm` in the query);
+   * `undefined` falls back to `connections` / the top-level fields.
+   */
+  connectionFor?: (upgrade: { index: number; query: URLSearchParams; headers: IncomingMessage['headers'] }) =>
+    | DeepgramFakeConnectionScript
+    | undefined;
 }
 
 export interface FakeDeepgramConnection {
@@ -84,6 +94,8 @@ export interface FakeDeepgramConnection {
   closeCode: number | undefined;
   /** Resolves when the connection is gone (either side). */
   whenClosed: Promise<void>;
+  /** Sends (or does) this now, outside the script: a test drives what Deepgram hears. */
+  act(action: DeepgramFakeAction): void;
 }
 
 export interface FakeDeepgram {
@@ -121,7 +133,7 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
   server.on('upgrade', (req, socket, head) => {
     const index = upgrades++;
     const url = new URL(req.url ?? '/', 'http://localhost');
-    const conn = scriptFor(index);
+    const conn = script.connectionFor?.({ index, query: url.searchParams, headers: req.headers }) ?? scriptFor(index);
     const refuse = (status: number, errCode: string, errMsg: string) => {
       const body = JSON.stringify({ err_code: errCode, err_msg: errMsg, request_id: randomUUID() });
       socket.end(
@@ -168,6 +180,7 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
       closed: false,
       closeCode: undefined,
       whenClosed: new Promise((resolve) => (resolveClosed = resolve)),
+      act: (action) => act(action),
     };
     connections.push(record);
     const requestId = randomUUID();

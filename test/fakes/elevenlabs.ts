@@ -9,6 +9,9 @@
  * - `POST /v1/text-to-speech/:voice_id/stream` and `POST /v1/text-to-speech/:voice_id`
  *   (what the SDK's `textToSpeech.stream()` and `convert()` call), for `output_format=ulaw_8000`.
  *
+ * A script may change any of its fields for one socket, chosen from the upgrade request
+ * (`perSocket`, e.g. by voice), so that one fake serves a healthy call and a faulty one side by side.
+ *
  * The audio carries its text so tests can check order: every UTF-8 byte of the synthesized text
  * becomes `bytesPerChar` μ-law bytes of that value (see `audioForText`).
  */
@@ -17,6 +20,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import {
   connectionControls,
   fakeTimers,
+  layered,
   listenLocal,
   readBody,
   shutDown,
@@ -51,6 +55,13 @@ export interface FakeElevenLabsScript {
   omitFinal: boolean;
   /** Send a message that is not JSON instead of the first audio message. */
   sendInvalidJson: boolean;
+  /**
+   * Fields that differ for one socket, chosen from its upgrade request (e.g. by voice);
+   * `undefined` keeps the script as it is.
+   */
+  perSocket?: (socket: { voiceId: string; query: URLSearchParams; headers: IncomingMessage['headers'] }) =>
+    | Partial<Omit<FakeElevenLabsScript, 'perSocket'>>
+    | undefined;
 }
 
 export interface RecordedSocket {
@@ -148,8 +159,11 @@ export async function startFakeElevenLabs(
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return;
     }
+    const voiceId = decodeURIComponent(match[1]!);
+    // this socket's script: the fields `perSocket` changes, the others read from `script` as used
+    const s = layered(script, script.perSocket?.({ voiceId, query: url.searchParams, headers: req.headers }));
     const headerKey = req.headers['xi-api-key'];
-    if (headerKey !== undefined && headerKey !== script.apiKey && script.authFailure === 'http-401') {
+    if (headerKey !== undefined && headerKey !== s.apiKey && s.authFailure === 'http-401') {
       const body = JSON.stringify({ detail: { status: 'invalid_api_key', message: 'Invalid API key' } });
       socket.end(
         `HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -167,17 +181,24 @@ export async function startFakeElevenLabs(
       }
     };
     socket.on('close', forget);
-    const answer = later(script.handshakeDelayMs, () => {
+    const answer = later(s.handshakeDelayMs, () => {
       socket.off('close', forget);
       if (socket.destroyed) return;
       socket.off('end', onEnd);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        onSocket(ws, req, decodeURIComponent(match[1]!), url.searchParams, headerKey === script.apiKey);
+        onSocket(ws, req, voiceId, url.searchParams, headerKey === s.apiKey, s);
       });
     });
   });
 
-  function onSocket(ws: WebSocket, req: IncomingMessage, voiceId: string, query: URLSearchParams, headerAuthed: boolean) {
+  function onSocket(
+    ws: WebSocket,
+    req: IncomingMessage,
+    voiceId: string,
+    query: URLSearchParams,
+    headerAuthed: boolean,
+    script: FakeElevenLabsScript,
+  ) {
     const record: RecordedSocket = {
       voiceId,
       query,

@@ -100,3 +100,11 @@ export function connectionControls(server: HttpServer, connections: Set<Socket>)
     },
   };
 }
+
+/**
+ * `base` with `over` on top, for one connection or request of a fake: a field `over` sets wins,
+ * every other field is read from `base` when it is used (so a test may still change `base`).
+ */
+export function layered<T extends object>(base: T, over: Partial<T> | undefined): T {
+  return over ? (Object.assign(Object.create(base) as T, over) as T) : base;
+}

@@ -7,7 +7,9 @@
  * `id`/`name` in the first delta and the arguments spread over several, a last chunk with
  * `finish_reason`, a usage chunk with empty `choices` when `stream_options.include_usage`, then
  * `data: [DONE]`). Non-streaming requests get one `chat.completion` object. Errors use OpenAI's
- * body `{"error":{"message","type","param","code"}}`.
+ * body `{"error":{"message","type","param","code"}}`. A script may choose each request's answer from
+ * the request itself (`completionFor`), so that one fake serves a healthy call and a faulty one
+ * side by side.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -48,6 +50,8 @@ export interface FakeCompletion {
   raw?: { after: number; text: string };
   /** Omit `data: [DONE]` (and end the response right after the last chunk). */
   omitDone?: boolean;
+  /** Answer this instead of a completion (e.g. an HTML page with 200: a proxy in the way). */
+  garbage?: { status?: number; contentType: string; body: string };
 }
 
 export interface FakeOpenAiChatScript {
@@ -57,6 +61,13 @@ export interface FakeOpenAiChatScript {
   completions?: FakeCompletion[];
   /** The model name reported in chunks (default: the request's). */
   model?: string;
+  /**
+   * Chooses a request's answer from the request (e.g. by a marker in its system prompt);
+   * `undefined` falls back to `completions`. `index` counts every request the fake saw.
+   */
+  completionFor?: (request: { index: number; body: Record<string, unknown>; headers: IncomingMessage['headers'] }) =>
+    | FakeCompletion
+    | undefined;
 }
 
 export interface FakeChatRequest {
@@ -147,10 +158,18 @@ export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Pr
     }
 
     const all = script.completions ?? [{ text: ['Hello', '!'] }];
-    const completion = all[Math.min(requests.length - 1, all.length - 1)] ?? {};
+    const completion =
+      script.completionFor?.({ index: requests.length - 1, body, headers: req.headers }) ??
+      all[Math.min(requests.length - 1, all.length - 1)] ??
+      {};
     if (completion.hang) return; // the client's timeout or abort ends it
     if (completion.headersDelayMs) await sleep(completion.headersDelayMs);
     if (record.closed) return;
+    if (completion.garbage) {
+      res.writeHead(completion.garbage.status ?? 200, { 'content-type': completion.garbage.contentType });
+      res.end(completion.garbage.body);
+      return;
+    }
     if (completion.status && completion.status >= 400) {
       return sendError(res, completion.status, completion.error ?? { message: 'The server had an error while processing your request.' });
     }

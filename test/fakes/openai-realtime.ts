@@ -4,6 +4,10 @@
  * caller's speech starts, function calls, errors, delays and dropped connections.
  *
  * Audio is G.711 μ-law at 8 kHz when the session asks for `audio/pcmu` (8 bytes per ms).
+ *
+ * A script may change its fields for one connection, chosen from the upgrade request
+ * (`perConnection`, e.g. by model), so that one fake serves a healthy call and a faulty one side
+ * by side; a connection whose fields name `responses` answers from its own copy of them.
  */
 import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
@@ -19,7 +23,7 @@ import type { Duplex } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket, { WebSocketServer } from 'ws';
-import { fakeTimers, listenLocal, shutDown } from './http.js';
+import { fakeTimers, layered, listenLocal, shutDown } from './http.js';
 
 export interface FakeFunctionCall {
   name: string;
@@ -76,6 +80,15 @@ export interface FakeRealtimeScript {
   responses?: FakeResponse[];
   /** Drop the TCP connection (no close frame) after this many audio deltas in a connection. */
   dropAfterAudioDeltas?: number;
+  /** Send a text frame that is not JSON (an HTML error page) after this many audio deltas in a connection. */
+  garbageAfterAudioDeltas?: number;
+  /**
+   * Fields that differ for one connection, chosen from its upgrade request (e.g. by model);
+   * `undefined` keeps the script as it is. `tls`, `apiKey` and `models` stay the fake's.
+   */
+  perConnection?: (upgrade: { model: string; url: URL; headers: IncomingMessage['headers'] }) =>
+    | Partial<Omit<FakeRealtimeScript, 'perConnection' | 'tls'>>
+    | undefined;
   /** Serve TLS (self-signed, made with `openssl`): `fake.ca` is the certificate to trust. */
   tls?: boolean;
 }
@@ -277,8 +290,9 @@ export async function startFakeOpenAiRealtime(
       refuse(socket, 404, 'path', { error: { message: `Not found: ${url.pathname}`, type: 'invalid_request_error' } });
       return;
     }
+    const over = script.perConnection?.({ model: url.searchParams.get('model') ?? '', url, headers: req.headers });
     const auth = req.headers.authorization ?? '';
-    if (script.refuseAuth || auth !== `Bearer ${apiKey}`) {
+    if ((over?.refuseAuth ?? script.refuseAuth) || auth !== `Bearer ${apiKey}`) {
       refuse(socket, 401, auth ? 'wrong key' : 'no key', {
         error: {
           message: auth
@@ -291,10 +305,12 @@ export async function startFakeOpenAiRealtime(
       });
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => accept(ws, req, url));
+    wss.handleUpgrade(req, socket, head, (ws) =>
+      accept(ws, req, url, layered(script, over), over?.responses ? [...over.responses] : responsesQueue),
+    );
   });
 
-  function accept(ws: WebSocket, req: IncomingMessage, url: URL) {
+  function accept(ws: WebSocket, req: IncomingMessage, url: URL, script: FakeRealtimeScript, responses: FakeResponse[]) {
     sockets.add(ws);
     const model = url.searchParams.get('model') ?? '';
     const events: ClientEvent[] = [];
@@ -434,7 +450,7 @@ export async function startFakeOpenAiRealtime(
               'conversation_already_has_active_response',
             );
           }
-          startResponse(responsesQueue.shift() ?? {});
+          startResponse(responses.shift() ?? {});
           return;
         }
         case 'response.cancel': {
@@ -593,6 +609,8 @@ export async function startFakeOpenAiRealtime(
               audioDeltas += 1;
               if (script.dropAfterAudioDeltas !== undefined && audioDeltas >= script.dropAfterAudioDeltas) {
                 ws.terminate();
+              } else if (script.garbageAfterAudioDeltas !== undefined && audioDeltas === script.garbageAfterAudioDeltas) {
+                ws.send('<html><head><title>502 Bad Gateway</title></head><body>502 Bad Gateway</body></html>');
               }
             }
           });

@@ -6,9 +6,11 @@
  * per character, divided by `speed`), as `pcm` (24 kHz, 16-bit little-endian, mono, the way
  * OpenAI sends it) or `wav` (the same samples with a RIFF header), streamed in odd-sized chunks
  * so that a 16-bit sample is split between two network chunks. Errors use OpenAI's error body.
+ * A script may change any of its fields for one request, chosen from the request (`perRequest`,
+ * e.g. by voice), so that one fake serves a healthy call and a faulty one side by side.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connectionControls, listenLocal, readBody, shutDown, trackConnections, type FakeConnections } from './http.js';
+import { connectionControls, layered, listenLocal, readBody, shutDown, trackConnections, type FakeConnections } from './http.js';
 
 export interface FakeOpenAiTtsScript {
   apiKey: string;
@@ -29,6 +31,15 @@ export interface FakeOpenAiTtsScript {
   dropAfterBytes: number | null;
   /** Answer 200 with a JSON body instead of audio. */
   jsonInsteadOfAudio: boolean;
+  /** Answer this instead of audio (e.g. an HTML page with 200: a proxy in the way). */
+  garbage?: { status?: number; contentType: string; body: string } | null;
+  /**
+   * Fields that differ for one request, chosen from the request (e.g. by voice); `undefined`
+   * keeps the script as it is.
+   */
+  perRequest?: (request: { body: Record<string, unknown> | null; headers: IncomingMessage['headers'] }) =>
+    | Partial<Omit<FakeOpenAiTtsScript, 'perRequest'>>
+    | undefined;
 }
 
 export interface RecordedSpeechRequest {
@@ -104,7 +115,7 @@ function wavHeader(dataBytes: number): Buffer {
 }
 
 export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript> = {}): Promise<FakeOpenAiTts> {
-  const script: FakeOpenAiTtsScript = { ...defaultOpenAiTtsScript(), ...overrides };
+  const base: FakeOpenAiTtsScript = { ...defaultOpenAiTtsScript(), ...overrides };
   const requests: RecordedSpeechRequest[] = [];
 
   const server: Server = createServer((req, res) => {
@@ -125,6 +136,8 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
     } catch {
       body = null;
     }
+    // this request's script: the fields `perRequest` changes, the others read from `script` as used
+    const script = layered(base, base.perRequest?.({ body, headers: req.headers }));
     const record: RecordedSpeechRequest = { headers: req.headers, body, bytesSent: 0, completed: false, aborted: false };
     requests.push(record);
     res.on('finish', () => {
@@ -161,6 +174,11 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
     const problem = validate(body);
     if (problem) {
       openAiError(res, 400, problem.message, 'invalid_request_error', null, problem.param);
+      return;
+    }
+    if (script.garbage) {
+      res.writeHead(script.garbage.status ?? 200, { 'content-type': script.garbage.contentType });
+      res.end(script.garbage.body);
       return;
     }
     if (script.jsonInsteadOfAudio) {
@@ -202,7 +220,7 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
   const { url } = await listenLocal(server);
   return {
     url,
-    script,
+    script: base,
     requests,
     ...connectionControls(server, connections),
     close: () => shutDown(server, { connections }),
