@@ -8,7 +8,7 @@
 import type { Command, RunModelCommand } from '../../engine/session.js';
 import { buildModelContext, type ModelContext } from '../../engine/prompt.js';
 import type { Tool } from '../../engine/schema.js';
-import type { LlmFunction, RealtimeEvents, RealtimeFunctionCall, RealtimeSession } from '../providers/types.js';
+import { ProviderError, type LlmFunction, type RealtimeEvents, type RealtimeFunctionCall, type RealtimeSession } from '../providers/types.js';
 import { BaseCall, toolOutput, type CommandHint, type LiveCallDeps, type MediaChannel, type OwnCommand } from './base-call.js';
 import type { ToolCallOutcome } from './notifier.js';
 import { FRAME_BYTES } from './outbound.js';
@@ -42,6 +42,8 @@ interface Spoken {
   transcript: string;
   nodeId: string | null;
   interruptible: boolean;
+  /** When it was asked for (performance.now()). */
+  requestedAt: number;
   /** Started by server VAD (the caller's turn), not by us. */
   vad: boolean;
   state: 'requested' | 'streaming' | 'streamed';
@@ -85,6 +87,8 @@ export class RealtimeCall extends BaseCall {
   private markSeq = 0;
   private toolsInFlight = 0;
   private stallTimer: NodeJS.Timeout | null = null;
+  /** When the model last sent anything at all (performance.now()). */
+  private lastModelEventAt = 0;
 
   constructor(record: CallRecord, media: MediaChannel, deps: LiveCallDeps) {
     super(record, media, deps, { realtime: true });
@@ -273,6 +277,7 @@ export class RealtimeCall extends BaseCall {
       transcript: '',
       nodeId,
       interruptible,
+      requestedAt: performance.now(),
       vad: false,
       state: 'requested',
       items: [],
@@ -444,6 +449,12 @@ export class RealtimeCall extends BaseCall {
 
   private stalled(): void {
     const lost = this.requested[0]!;
+    if (this.lastModelEventAt < lost.requestedAt) {
+      // not one event since we asked: the model has gone silent, not merely refused one response
+      const provider = this.assistant.llm_config.provider;
+      this.providerFailed(new ProviderError('PROVIDER_TIMEOUT', provider, `no answer from the realtime model for ${RESPONSE_STALL_MS / 1000} s`));
+      return;
+    }
     this.log.warn({ kind: lost.kind, sayId: lost.sayId }, 'a requested realtime response never started');
     this.settle(lost, false);
     this.armStall();
@@ -458,13 +469,17 @@ export class RealtimeCall extends BaseCall {
   // the caller
 
   private realtimeEvents(): RealtimeEvents {
+    const heard = <A extends unknown[]>(fn: (...args: A) => void) => (...args: A) => {
+      this.lastModelEventAt = performance.now();
+      fn(...args);
+    };
     return this.shielded<RealtimeEvents>({
-      onAudio: (mulaw, itemId) => this.modelAudio(mulaw, itemId),
-      onSpeechStarted: () => this.callerStarted(),
-      onSpeechStopped: () => this.callerStopped(),
-      onTranscript: (role, text, final) => this.transcript(role, text, final),
-      onFunctionCall: (call) => this.guard(this.functionCall(call), 'function call'),
-      onResponseDone: () => this.responseDone(),
+      onAudio: heard((mulaw: Buffer, itemId: string) => this.modelAudio(mulaw, itemId)),
+      onSpeechStarted: heard(() => this.callerStarted()),
+      onSpeechStopped: heard(() => this.callerStopped()),
+      onTranscript: heard((role: 'user' | 'assistant', text: string, final: boolean) => this.transcript(role, text, final)),
+      onFunctionCall: heard((call: RealtimeFunctionCall) => this.guard(this.functionCall(call), 'function call')),
+      onResponseDone: heard(() => this.responseDone()),
       onError: (err) => this.providerFailed(err),
     }, 'realtime');
   }

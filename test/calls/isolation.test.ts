@@ -21,6 +21,7 @@ import {
   type CallingServer,
 } from '../helpers/calls.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
+import { startFakeOpenAiRealtime } from '../fakes/openai-realtime.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -90,6 +91,29 @@ describe('a realtime vendor that cannot be reached', () => {
       await call.hangUp();
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('a realtime model that goes silent mid-call', () => {
+  it('ends its call pipeline-error-openai-realtime once a response it was asked for never comes', async () => {
+    const fake = await startFakeOpenAiRealtime({ silentAfterSession: true });
+    const other = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
+    try {
+      const { number } = await other.setUpNumber({
+        assistant: { name: 'Realtime', llm_config: { provider: 'openai-realtime' }, first_message: 'Hello there.' },
+      });
+      const callId = callIdOf(await other.caller(number).dial());
+      const report = await eventually(
+        'the report',
+        () => receivedMessages(other.receiver, 'end-of-call-report').find((m) => m.call?.id === callId),
+        20_000,
+      );
+      expect(report.ended_reason).toBe('pipeline-error-openai-realtime');
+      expect(report.errors.join(' ')).toMatch(/no answer from the realtime model/);
+    } finally {
+      await other.close();
+      await fake.close();
     }
   });
 });

@@ -70,6 +70,8 @@ export interface FakeRealtimeScript {
   models?: string[];
   /** Accept the upgrade, then say nothing at all (a hung server). */
   silent?: boolean;
+  /** Set the session up, then answer nothing more (a server that hangs mid-call). */
+  silentAfterSession?: boolean;
   /** Delay before `session.updated`, ms. */
   sessionUpdatedDelayMs?: number;
   /** Answer the first `session.update` with this error instead of `session.updated`. */
@@ -444,6 +446,7 @@ export async function startFakeOpenAiRealtime(
           return;
         }
         case 'response.create': {
+          if (script.silentAfterSession) return;
           if (active) {
             return invalid(
               `Conversation already has an active response in progress: ${active.id}. Wait until the response is finished before creating a new one.`,
