@@ -104,7 +104,7 @@ export function assistantProblems(
     );
   }
   const plan = fields.analysis_plan?.structured_data_plan;
-  if (plan?.enabled && plan.schema === undefined) {
+  if (plan?.enabled && (plan.schema === undefined || plan.schema === null)) {
     problems.push('analysis_plan.structured_data_plan.schema: required when the plan is enabled');
   }
   return problems;

@@ -133,7 +133,7 @@ export const SpeechConfig = z.strictObject({
   background_audio: z
     .strictObject({
       enabled: z.boolean().optional(),
-      clip: z.string().max(200).optional(),
+      clip: z.string().max(200).nullable().optional(),
       volume: z.number().min(0).max(1).optional(),
     })
     .optional(),
@@ -147,7 +147,7 @@ export const SpeechConfig = z.strictObject({
     })
     .optional(),
   end_call_message: Text.optional(),
-  first_message_outbound: Text.optional(),
+  first_message_outbound: Text.nullable().optional(),
 });
 export type SpeechConfig = z.infer<typeof SpeechConfig>;
 
@@ -233,7 +233,7 @@ export const AnalysisPlan = z.strictObject({
   structured_data_plan: z
     .strictObject({
       enabled: z.boolean().optional(),
-      schema: z.record(z.string(), z.unknown()).optional(),
+      schema: z.record(z.string(), z.unknown()).nullable().optional(),
       messages: z.array(ChatMessage).max(20).optional(),
     })
     .optional(),

@@ -40,6 +40,7 @@ export const accountRoutes =
       },
       handler: async (request) => {
         const orgId = request.organization.id;
+        // (a masked auth token sent back is refused by the schema: too short to be one)
         const current = needsCurrentWebhook(request.body.webhook) ? (await store.account.get(orgId)).webhook : null;
         const { webhook, generated } = webhookFromInput(request.body.webhook, current);
         const settings = await store.account.update(request.organization.id, {

@@ -11,7 +11,7 @@ import {
 import type { LlmConfig } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { StoredAssistant } from '../store/assistants.js';
-import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
+import { generateWebhookSecret, maskSecret, MASKED_SECRET_PROBLEM, restoreMaskedSecret } from '../webhooks/secrets.js';
 import { MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
 import { invalidRequest, notFound } from './errors.js';
 import {
@@ -44,7 +44,8 @@ function mapLlmUrls<T extends LlmConfig | null | undefined>(llm: T, map: (url: s
 
 /**
  * A write's URLs (webhook, custom-llm server, tools) sent back as they were shown, credentials
- * masked, become the stored URLs again; a masked URL that matches no stored one is refused.
+ * masked, become the stored URLs again, and so does a masked `webhook_secret`; a masked value
+ * that matches nothing stored is refused.
  */
 function restoreAssistantUrls<T extends AssistantPatch>(input: T, current: AssistantFields | null): T {
   const stored = current
@@ -58,6 +59,11 @@ function restoreAssistantUrls<T extends AssistantPatch>(input: T, current: Assis
   };
   const out: T = { ...input };
   if (typeof input.webhook_url === 'string') out.webhook_url = restore(input.webhook_url, 'webhook_url');
+  if (typeof input.webhook_secret === 'string') {
+    const secret = restoreMaskedSecret(input.webhook_secret, current?.webhook_secret);
+    if (secret === null) problems.push(`webhook_secret: ${MASKED_SECRET_PROBLEM}`);
+    else out.webhook_secret = secret;
+  }
   if (input.llm_config) out.llm_config = mapLlmUrls(input.llm_config, restore);
   if (problems.length > 0) throw invalidRequest(problems, 'The assistant is not valid.');
   return out;

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { WEBHOOK_EVENT_TYPES } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { PhoneNumber as StoredNumber, WebhookSettings } from '../store/numbers.js';
-import { generateWebhookSecret, maskSecret } from '../webhooks/secrets.js';
+import { generateWebhookSecret, isMaskedSecret, maskSecret, MASKED_SECRET_PROBLEM, restoreMaskedSecret } from '../webhooks/secrets.js';
 import { isMaskedUrl, MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
 import { invalidRequest, notFound } from './errors.js';
 import {
@@ -27,12 +27,17 @@ export function webhookFromInput(
 ): { webhook: WebhookSettings | null | undefined; generated: boolean } {
   if (input === undefined || input === null) return { webhook: input, generated: false };
   const url = restoreMaskedUrl(input.url, [current?.url]);
-  if (url === null) throw invalidRequest([`webhook.url: ${MASKED_URL_PROBLEM}`]);
+  const secret = input.secret === undefined || input.secret === null ? input.secret : restoreMaskedSecret(input.secret, current?.secret);
+  const problems = [
+    ...(url === null ? [`webhook.url: ${MASKED_URL_PROBLEM}`] : []),
+    ...(secret === null && input.secret ? [`webhook.secret: ${MASKED_SECRET_PROBLEM}`] : []),
+  ];
+  if (problems.length > 0 || url === null) throw invalidRequest(problems);
   const generated = input.secret === undefined;
   return {
     webhook: {
       url,
-      secret: input.secret ?? generateWebhookSecret(),
+      secret: secret ?? generateWebhookSecret(),
       events: input.events ?? [...WEBHOOK_EVENT_TYPES],
     },
     generated,
@@ -40,7 +45,8 @@ export function webhookFromInput(
 }
 
 /** Needs the stored settings only when the request sent a masked URL back. */
-export const needsCurrentWebhook = (input: { url: string } | null | undefined) => !!input && isMaskedUrl(input.url);
+export const needsCurrentWebhook = (input: { url: string; secret?: string | null | undefined } | null | undefined) =>
+  !!input && (isMaskedUrl(input.url) || (typeof input.secret === 'string' && isMaskedSecret(input.secret)));
 
 export function webhookView(webhook: WebhookSettings | null, showSecret: boolean) {
   if (!webhook) return null;

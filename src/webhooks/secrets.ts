@@ -10,3 +10,19 @@ export function maskSecret(secret: string): string {
   const prefix = secret.startsWith('whsec_') ? 'whsec_' : '';
   return `${prefix}…${secret.slice(-4)}`;
 }
+
+/** A secret as the API shows it (`whsec_…abcd`), not one a person wrote. */
+export function isMaskedSecret(secret: string): boolean {
+  return /^(whsec_)?\u2026.{0,4}$/u.test(secret);
+}
+
+/**
+ * A secret from a write: the masked form of the stored one, sent back as it was shown, is the
+ * stored one again; `null` for a masked secret that matches none; any other secret as it is.
+ */
+export function restoreMaskedSecret(secret: string, stored: string | null | undefined): string | null {
+  if (!isMaskedSecret(secret)) return secret;
+  return stored && maskSecret(stored) === secret ? stored : null;
+}
+
+export const MASKED_SECRET_PROBLEM = 'is a masked secret (as the API shows it) that matches no stored secret; send the real one, or leave the field out to keep it';

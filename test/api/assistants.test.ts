@@ -146,6 +146,21 @@ describe('assistants API', () => {
     for (const x of list) expect(x.webhook_secret === null || x.webhook_secret.includes('…')).toBe(true);
   });
 
+  it('a masked webhook_secret sent back as shown keeps the stored secret; one matching nothing is refused', async () => {
+    const a = (await create({ ...pipelineAssistant, webhook_url: 'https://example.com/hooks' })).json().assistant;
+    const shown = (await t.request('GET', `/assistants/${a.id}`)).json().assistant;
+    const { id: _id, created_at: _c, updated_at: _u, ...whole } = shown;
+    const back = await t.request('PATCH', `/assistants/${a.id}`, whole);
+    expect(back.statusCode, back.body).toBe(200);
+    expect((await t.store.assistants.get(t.orgId, a.id))!.fields.webhook_secret).toBe(a.webhook_secret);
+    const wrong = await t.request('PATCH', `/assistants/${a.id}`, { webhook_secret: 'whsec_…zzzz' });
+    expect(wrong.statusCode).toBe(400);
+    expect(wrong.json().details[0]).toMatch(/^webhook_secret: is a masked secret/);
+    const copy = await create({ ...pipelineAssistant, webhook_secret: shown.webhook_secret });
+    expect(copy.statusCode).toBe(400);
+    expect((await t.store.assistants.get(t.orgId, a.id))!.fields.webhook_secret).toBe(a.webhook_secret);
+  });
+
   it('credentials in webhook_url, tool urls and the custom-llm url are shown masked; stored and used as written', async () => {
     const real = {
       webhook: 'https://hooks:w3bh00k-pass@example.com/hooks',

@@ -156,6 +156,19 @@ describe('numbers API', () => {
     expect(cleared.json().number.webhook).toBeNull();
   });
 
+  it('a masked webhook secret sent back as shown keeps the stored one; one matching nothing is refused', async () => {
+    const res = await t.request('POST', '/numbers', { number: nextNumber(), webhook: { url: 'https://example.com/hook' } });
+    const { id, webhook } = res.json().number;
+    const shown = (await t.request('GET', `/numbers/${id}`)).json().number.webhook;
+    const back = await t.request('PATCH', `/numbers/${id}`, { webhook: { ...shown, events: ['status-update'] } });
+    expect(back.statusCode, back.body).toBe(200);
+    expect((await t.store.numbers.get(t.orgId, id))!.webhook).toMatchObject({ secret: webhook.secret, events: ['status-update'] });
+    const wrong = await t.request('PATCH', `/numbers/${id}`, { webhook: { url: 'https://example.com/hook', secret: 'whsec_…zzzz' } });
+    expect(wrong.statusCode).toBe(400);
+    expect(wrong.json().details).toEqual([expect.stringMatching(/^webhook.secret: is a masked secret/)]);
+    expect((await t.store.numbers.get(t.orgId, id))!.webhook!.secret).toBe(webhook.secret);
+  });
+
   it('credentials in the webhook url are shown masked, stored as written, and kept when sent back as shown', async () => {
     const url = 'https://ops:n0-peeking@example.com/hook';
     const res = await t.request('POST', '/numbers', { number: nextNumber(), webhook: { url, secret: 'number-secret' } });
