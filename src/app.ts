@@ -144,7 +144,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
   });
 
   if (runtime) {
-    await twilioRoutes(app, { calls: runtime.calls, publicUrl: config.PUBLIC_URL });
+    await twilioRoutes(app, { twilio: runtime.twilio, publicUrl: config.PUBLIC_URL });
     app.get(
       '/metrics',
       { schema: { tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },

@@ -18,7 +18,9 @@ import { WebhookCallNotifier } from './calls/webhook-notifier.js';
 import { createTwilioRest, type TwilioRest } from './telephony/twilio/rest.js';
 import type { TurnLatency } from './calls/latency.js';
 import type { CallNotifier } from './calls/notifier.js';
-import type { AssistantResolver, MediaLiveness } from './calls/service.js';
+import type { AssistantResolver } from './calls/service.js';
+import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
+import { TwilioTelephony } from './telephony/twilio/transport.js';
 import { Metrics } from './metrics.js';
 
 export interface Runtime {
@@ -27,6 +29,8 @@ export interface Runtime {
   /** The call sessions, with every call also written to the call log (`store.calls`). */
   callStore: LoggedCallStore;
   calls: CallService;
+  /** The Twilio transport: voice webhook and media streams. */
+  twilio: TwilioTelephony;
   deliveries: DeliveryRepository;
   /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
   deliveryPruner: DeliveryPruner;
@@ -42,7 +46,8 @@ export interface RuntimeOptions {
   store: Store;
   logger: Logger;
   providers?: Providers;
-  twilio?: TwilioRest;
+  /** Twilio's REST API (tests point it at a fake by TWILIO_API_BASE instead). */
+  twilioRest?: TwilioRest;
   /** The call sessions (default: Redis with REDIS_URL, else in process); the runtime adds the call log. */
   callStore?: CallStore;
   webhookQueueName?: string;
@@ -85,10 +90,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     providers,
     notifier,
     resolver,
-    twilio: o.twilio ?? createTwilioRest(o.config.TWILIO_API_BASE),
     logger: o.logger,
-    publicUrl: o.config.PUBLIC_URL,
-    ...(o.mediaLiveness ? { mediaLiveness: o.mediaLiveness } : {}),
     onReplay: () => metrics.voiceWebhookReplayed(),
     onTurnLatency: (latency) => {
       metrics.turn(latency);
@@ -97,6 +99,15 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   });
   const service = calls;
   service.start();
+  const watcher = new StreamWatcher({ ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness });
+  const twilio = new TwilioTelephony({
+    calls: service,
+    store: o.store,
+    rest: o.twilioRest ?? createTwilioRest(o.config.TWILIO_API_BASE),
+    logger: o.logger,
+    publicUrl: o.config.PUBLIC_URL,
+    watcher,
+  });
   const deliveryPruner = new DeliveryPruner({
     deliveries,
     retentionDays: o.config.WEBHOOK_DELIVERY_RETENTION_DAYS,
@@ -117,6 +128,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     webhooks,
     callStore,
     calls: service,
+    twilio,
     deliveries,
     deliveryPruner,
     callLogPruner,
@@ -127,6 +139,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         await deliveryPruner.stop();
         await callLogPruner.stop();
         await service.shutdown(graceMs);
+        watcher.close();
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)
         const queue = webhooks.queue as { whenIdle?: () => Promise<void> };

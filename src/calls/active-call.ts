@@ -3,19 +3,21 @@ import type { CallRecord } from './store.js';
 
 /**
  * A running call: `LiveCall` (STT → model → TTS pipeline) or `RealtimeCall` (one realtime
- * speech-to-speech model). The media stream and the service drive both through these methods.
+ * speech-to-speech model). Its transport and the service drive both through these methods.
  */
 export interface ActiveCall {
   readonly record: CallRecord;
   /** The media stream started: connect the providers, start (or resume) the engine, speak. */
   start(resumeFrom?: Record<string, unknown>): Promise<void>;
-  /** Caller audio (μ-law 8 kHz). */
-  audio(mulaw: Buffer): void;
+  /** Caller audio, in the transport's format. */
+  audio(frame: Buffer): void;
   dtmf(digit: string): void;
-  /** The far end echoed a mark: the audio before it has been played. */
-  mark(name: string): void;
-  /** The caller hung up (stream `stop` or the socket closed). */
+  /** The far end has played the audio before this progress mark (`CallTransport.mark`). */
+  played(name: string): void;
+  /** The caller hung up (the carrier said so, or the media connection closed). */
   callerHungUp(): void;
+  /** The transport lost its far end without a hang-up: ends the call `customer-ended-call`, saying why. */
+  farEndGone(why: string): void;
   /**
    * Ends the call from outside (shutdown grace over, worker decisions). `note` goes to the
    * record's `errors` (and so to the end-of-call-report), saying why.

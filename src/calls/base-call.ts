@@ -12,6 +12,8 @@ import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { Providers, ProviderError } from '../providers/types.js';
 import type { ActiveCall } from './active-call.js';
+import type { CallTransport } from './transport.js';
+import { AudioBridge } from '../audio/bridge.js';
 import { CallLedger } from './ledger.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
@@ -26,19 +28,9 @@ export interface LiveCallDeps {
   notifier: CallNotifier;
   store: CallStore;
   logger: Logger;
-  /** Ends the telephony leg (hang-up) or moves it (transfer). */
-  telephony: {
-    hangUp(call: CallRecord): Promise<void>;
-    transfer(call: CallRecord, destination: string): Promise<void>;
-  };
   onTurnLatency?(latency: TurnLatency): void;
   /** Called once the call has ended and everything is released. */
   onEnded?(call: CallRecord): void;
-}
-
-export interface MediaChannel extends OutboundSink {
-  /** Closes the media connection (the call is over on our side). */
-  close(): void;
 }
 
 /** A call with no workflow runs the assistant alone: one conversation node, first_message first. */
@@ -92,9 +84,12 @@ export abstract class BaseCall implements ActiveCall {
   private silenceTimer: NodeJS.Timeout | null = null;
   private silenceHardTimer: NodeJS.Timeout | null = null;
 
+  /** Between the transport's audio format and the providers' μ-law 8 kHz; null when they are the same. */
+  private readonly bridge: AudioBridge | null;
+
   constructor(
     record: CallRecord,
-    protected readonly media: MediaChannel,
+    protected readonly transport: CallTransport,
     protected readonly deps: LiveCallDeps,
     logBindings: Record<string, unknown> = {},
   ) {
@@ -110,27 +105,45 @@ export abstract class BaseCall implements ActiveCall {
       ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
       onFailure: (err, where) => this.fail(err, where),
     });
+    this.bridge = AudioBridge.for(transport.audioFormat);
+    const bridge = this.bridge;
+    const send = bridge ? (frame: Buffer) => transport.sendAudio(bridge.fromProviders(frame)) : (frame: Buffer) => transport.sendAudio(frame);
     this.pacer = new OutboundPacer(
       this.shielded<OutboundSink>(
-        deps.onTurnLatency
-          ? {
-              sendFrame: (frame) => {
-                media.sendFrame(frame);
+        {
+          sendFrame: deps.onTurnLatency
+            ? (frame) => {
+                send(frame);
                 if (this.turn?.audioStarted) this.turnDone();
-              },
-              sendMark: (name) => media.sendMark(name),
-              sendClear: () => media.sendClear(),
-            }
-          : { sendFrame: (f) => media.sendFrame(f), sendMark: (n) => media.sendMark(n), sendClear: () => media.sendClear() },
+              }
+            : send,
+          sendMark: (name) => transport.mark(name),
+          sendClear: () => transport.clear(),
+        },
         'media out',
       ),
     );
   }
 
   abstract start(resumeFrom?: Record<string, unknown>): Promise<void>;
-  abstract audio(mulaw: Buffer): void;
   abstract dtmf(digit: string): void;
-  abstract mark(name: string): void;
+  /** The far end has played the audio before this progress mark. */
+  abstract played(name: string): void;
+  /** Caller audio as the providers take it (μ-law 8 kHz). */
+  protected abstract callerAudio(mulaw: Buffer): void;
+
+  /** Caller audio in the transport's format. */
+  audio(frame: Buffer): void {
+    if (this.ended || frame.length === 0) return;
+    this.callerAudio(this.bridge ? this.bridge.toProviders(frame) : frame);
+  }
+
+  /** The transport lost its far end without a hang-up (no media, no answer to pings). */
+  farEndGone(why: string): void {
+    if (this.ended) return;
+    this.log.warn({ why }, 'media stream gone; ending the call');
+    void this.terminate('customer-ended-call', `the media stream went away: ${why}`);
+  }
 
   /** The caller hung up (stream `stop` or the socket closed). */
   callerHungUp(): void {
@@ -331,7 +344,7 @@ export abstract class BaseCall implements ActiveCall {
     this.record.status = 'forwarding';
     void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
     try {
-      await this.deps.telephony.transfer(this.record, destination);
+      await this.transport.transfer(destination);
       return null;
     } catch (err) {
       this.log.error({ err }, 'transfer failed');
@@ -367,11 +380,11 @@ export abstract class BaseCall implements ActiveCall {
       if (failure) [reason, options] = [failure, { hangUp: true }];
     }
     if (options.hangUp) {
-      await this.deps.telephony.hangUp(this.record).catch((err: Error) => {
-        this.log.warn({ err }, 'hang-up through the telephony API failed');
+      await this.transport.hangUp().catch((err: Error) => {
+        this.log.warn({ err }, 'hang-up through the carrier failed');
       });
     }
-    await step('media', () => this.media.close());
+    await step('media', () => this.transport.close());
     await this.ledger.close(reason, this.engineSession());
   }
 

@@ -13,13 +13,9 @@ import type { CallLogEntry, CallLogRepository } from '../store/calls.js';
 import { RetentionPruner, type PrunerSettings } from '../store/retention.js';
 import type { CallRecord, CallStatus, CallStore } from './store.js';
 
-/** A session record that carries the structured data of its report (when the call layer sets it). */
-
 /** The carrier a call came through and its ids there. */
 export function transportOf(record: CallRecord): { transport: string; transport_ids: Record<string, string> } {
-  return record.twilio
-    ? { transport: 'twilio', transport_ids: { call_sid: record.twilio.call_sid, account_sid: record.twilio.account_sid } }
-    : { transport: 'unknown', transport_ids: {} };
+  return { transport: record.transport, transport_ids: { ...record.transport_ids } };
 }
 
 /**

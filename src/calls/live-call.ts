@@ -4,18 +4,18 @@
  */
 import type { RunModelCommand } from '../../engine/session.js';
 import type { ProviderOverrides, SayCommand } from '../../engine/compile.js';
-import type { LlmConfig, SttConfig, Tool, TtsConfig } from '../../engine/schema.js';
+import type { LlmConfig, SttConfig, TtsConfig } from '../../engine/schema.js';
 import { findProvider, defaultCatalog } from '../../engine/catalog.js';
-import type { LlmFunction, LlmMessage, LlmToolCall, SttSession, TtsProvider } from '../providers/types.js';
+import type { SttSession, TtsProvider } from '../providers/types.js';
 import type { CallRecord } from './store.js';
+import type { CallTransport } from './transport.js';
 import { Speaker, type Utterance, type UtteranceOutcome } from './speaker.js';
 import { SentenceSplitter } from './text.js';
 import { TurnTaking } from './turn-taking.js';
-import { BaseCall, toolOutput, type LiveCallDeps, type MediaChannel, type OwnCommand } from './base-call.js';
+import { BaseCall, type LiveCallDeps, type OwnCommand } from './base-call.js';
+import { runModelTurn } from './model-turn.js';
 
-export { assistantOnlyDefinition, type LiveCallDeps, type MediaChannel } from './base-call.js';
-
-const MAX_TOOL_ROUNDS = 5;
+export { assistantOnlyDefinition, type LiveCallDeps } from './base-call.js';
 
 interface ModelRun {
   abort: AbortController;
@@ -43,8 +43,8 @@ export class LiveCall extends BaseCall {
   /** The engine has started (after the recording consent): events before that are not for it. */
   private engineStarted = false;
 
-  constructor(record: CallRecord, media: MediaChannel, deps: LiveCallDeps) {
-    super(record, media, deps);
+  constructor(record: CallRecord, transport: CallTransport, deps: LiveCallDeps) {
+    super(record, transport, deps);
     this.speaker = new Speaker({
       pacer: this.pacer,
       tts: () => this.timedTts(this.ttsInUse()),
@@ -91,7 +91,7 @@ export class LiveCall extends BaseCall {
   }
 
   /** Caller audio (μ-law 8 kHz). */
-  override audio(mulaw: Buffer): void {
+  protected override callerAudio(mulaw: Buffer): void {
     if (this.ended || mulaw.length === 0) return;
     this.stt?.sendAudio(mulaw);
   }
@@ -113,7 +113,7 @@ export class LiveCall extends BaseCall {
     });
   }
 
-  override mark(name: string): void {
+  override played(name: string): void {
     this.speaker.onMark(name);
   }
 
@@ -272,28 +272,6 @@ export class LiveCall extends BaseCall {
     const run: ModelRun = { abort, utterance: null, choice: command.mode === 'tool_choice' };
     this.modelRun = run;
     const { provider, config } = this.llmInUse();
-    const transitionNames = new Set(command.transition_functions.map((f) => f.name));
-    const tools: LlmFunction[] = [
-      ...command.transition_functions.map((f) => ({
-        name: f.name,
-        description: f.description,
-        parameters: { type: 'object', properties: {} },
-      })),
-      ...command.tools.map((t: Tool) => ({
-        name: t.name,
-        ...(t.description ? { description: t.description } : {}),
-        ...(t.parameters ? { parameters: t.parameters as Record<string, unknown> } : {}),
-      })),
-    ];
-    const messages: LlmMessage[] = [
-      { role: 'system', content: command.system },
-      ...(config.messages ?? []).filter((m) => m.role !== 'system').map((m) => ({ role: m.role, content: m.content }) as LlmMessage),
-      ...command.messages.map((m): LlmMessage =>
-        m.role === 'tool'
-          ? { role: 'user', content: `[${m.tool_name ?? 'tool'} result] ${m.content}` }
-          : { role: m.role, content: m.content },
-      ),
-    ];
     const utterance = this.speaker.begin(true);
     run.utterance = utterance;
     // caller input waits for (or supersedes) a reply; during a tool node's choice the engine only records it
@@ -320,33 +298,24 @@ export class LiveCall extends BaseCall {
     const turn = this.turn?.modelRequestedAt === null ? this.turn : null;
     if (turn) turn.modelRequestedAt = performance.now();
     try {
-      for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
-        const toolCalls: LlmToolCall[] = [];
-        for await (const event of provider.stream({ config, messages, tools, signal: abort.signal })) {
-          if (event.type === 'text') {
-            if (turn) turn.firstTokenAt ??= performance.now();
-            text += event.text;
-            for (const sentence of splitter.push(event.text)) {
-              if (turn) turn.modelReadyAt ??= performance.now();
-              this.speaker.addSentence(utterance, sentence);
-            }
-          } else if (event.type === 'tool_calls') {
-            if (turn) turn.firstTokenAt ??= performance.now();
-            toolCalls.push(...event.calls);
+      ({ transition } = await runModelTurn({
+        provider,
+        config,
+        command,
+        signal: abort.signal,
+        callTools: (calls, options) => this.deps.notifier.toolCalls(this.record, calls, options),
+        onText: (piece) => {
+          if (turn) turn.firstTokenAt ??= performance.now();
+          text += piece;
+          for (const sentence of splitter.push(piece)) {
+            if (turn) turn.modelReadyAt ??= performance.now();
+            this.speaker.addSentence(utterance, sentence);
           }
-        }
-        const chosen = toolCalls.find((c) => transitionNames.has(c.name));
-        if (chosen) {
-          transition = chosen.name;
-          break;
-        }
-        const own = toolCalls.filter((c) => !transitionNames.has(c.name));
-        if (own.length === 0) break;
-        messages.push({ role: 'assistant', content: text || null, tool_calls: own });
-        const results = await this.callAssistantTools(own, command.tools);
-        if (abort.signal.aborted) return;
-        for (const r of results) messages.push({ role: 'tool', tool_call_id: r.tool_call_id, content: r.content });
-      }
+        },
+        onToolCalls: () => {
+          if (turn) turn.firstTokenAt ??= performance.now();
+        },
+      }));
     } catch (err) {
       if (!abort.signal.aborted) {
         this.speaker.abandon(utterance);
@@ -370,31 +339,6 @@ export class LiveCall extends BaseCall {
     // the caller's input that waited for this reply goes on now, or the silence checks start
     if (this.afterReply.length > 0) this.applyWaitingInput();
     else this.armSilence();
-  }
-
-  private async callAssistantTools(calls: LlmToolCall[], tools: readonly Tool[]) {
-    const byName = new Map(tools.map((t) => [t.name, t]));
-    const waited: { tool_call_id: string; content: string }[] = [];
-    const outcomes = await Promise.all(
-      calls.map(async (call) => {
-        const tool = byName.get(call.name);
-        let args: Record<string, unknown> = {};
-        try {
-          args = JSON.parse(call.arguments || '{}') as Record<string, unknown>;
-        } catch {
-          return { tool_call_id: call.id, content: JSON.stringify({ error: 'arguments were not valid JSON' }) };
-        }
-        const request = { id: call.id, name: call.name, arguments: args };
-        if (tool?.async) {
-          void this.deps.notifier.toolCalls(this.record, [request], { url: tool.url, async: true });
-          return { tool_call_id: call.id, content: JSON.stringify({ status: 'started' }) };
-        }
-        const [outcome] = await this.deps.notifier.toolCalls(this.record, [request], { url: tool?.url });
-        return { tool_call_id: call.id, content: toolOutput(outcome) };
-      }),
-    );
-    waited.push(...outcomes);
-    return waited;
   }
 
   // ------------------------------------------------------------------------------------------

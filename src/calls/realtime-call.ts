@@ -9,11 +9,13 @@ import type { Command, RunModelCommand } from '../../engine/session.js';
 import { buildModelContext, type ModelContext } from '../../engine/prompt.js';
 import type { Tool } from '../../engine/schema.js';
 import { ProviderError, type LlmFunction, type RealtimeEvents, type RealtimeFunctionCall, type RealtimeSession } from '../providers/types.js';
-import { BaseCall, toolOutput, type CommandHint, type LiveCallDeps, type MediaChannel, type OwnCommand } from './base-call.js';
+import { BaseCall, toolOutput, type CommandHint, type LiveCallDeps, type OwnCommand } from './base-call.js';
 import type { ToolCallOutcome } from './notifier.js';
 import { FRAME_BYTES } from './outbound.js';
 import type { CallRecord } from './store.js';
+import type { CallTransport } from './transport.js';
 import { applyPronunciations } from './text.js';
+import { functionOffer } from './model-turn.js';
 
 /** A mark goes out after at least this much audio: the resolution of "what the caller heard". */
 const MARK_SPACING_MS = 100;
@@ -90,8 +92,8 @@ export class RealtimeCall extends BaseCall {
   /** When the model last sent anything at all (performance.now()). */
   private lastModelEventAt = 0;
 
-  constructor(record: CallRecord, media: MediaChannel, deps: LiveCallDeps) {
-    super(record, media, deps, { realtime: true });
+  constructor(record: CallRecord, transport: CallTransport, deps: LiveCallDeps) {
+    super(record, transport, deps, { realtime: true });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ export class RealtimeCall extends BaseCall {
     this.armSilence();
   }
 
-  override audio(mulaw: Buffer): void {
+  protected override callerAudio(mulaw: Buffer): void {
     if (this.ended || !this.rt || mulaw.length === 0) return;
     // While a line that cannot be interrupted plays, the model hears silence: its server VAD
     // would otherwise cut the line (it interrupts on its own).
@@ -168,7 +170,7 @@ export class RealtimeCall extends BaseCall {
     this.carryOut(this.session.send({ type: 'dtmf', digits: digit }), { dtmf: digit });
   }
 
-  override mark(name: string): void {
+  override played(name: string): void {
     const m = this.marks.get(name);
     if (!m) return;
     this.marks.delete(name);
@@ -247,20 +249,7 @@ export class RealtimeCall extends BaseCall {
       key: `${nodeId}:${context.mode}`,
       nodeId,
       instructions: context.system,
-      functions: [
-        ...context.transitionFunctions.map((f) => ({
-          name: f.name,
-          description: f.description,
-          parameters: { type: 'object', properties: {} },
-        })),
-        ...context.tools.map((t) => ({
-          name: t.name,
-          ...(t.description ? { description: t.description } : {}),
-          ...(t.parameters ? { parameters: t.parameters as Record<string, unknown> } : {}),
-        })),
-      ],
-      transitions: new Set(context.transitionFunctions.map((f) => f.name)),
-      tools: new Map(context.tools.map((t) => [t.name, t])),
+      ...functionOffer(context.transitionFunctions, context.tools),
     };
   }
 

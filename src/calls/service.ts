@@ -1,10 +1,11 @@
 /**
- * The calls of this process: call start (voice webhook → snapshot → checks → TwiML), the media
- * streams that carry them, heartbeats, finalizing calls whose process died, graceful shutdown.
+ * The calls of this process, whatever carries them: call start (number → assistant and workflow
+ * snapshot → checks → record, `ringing`), connecting a call to its transport once the far end's
+ * media arrives, heartbeats, finalizing calls whose process died, graceful shutdown. A carrier's
+ * protocol lives in its transport (src/telephony/<carrier>/, docs/transports.md), never here.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { WebSocket } from 'ws';
 import { effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
@@ -12,21 +13,13 @@ import type { Store } from '../store/index.js';
 import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
-import { TwilioRestError, type TwilioRest } from '../telephony/twilio/rest.js';
-import { verifyTwilioSignature, type FormParams } from '../telephony/twilio/signature.js';
-import { connectStreamTwiml, rejectTwiml } from '../telephony/twilio/twiml.js';
-import {
-  clearMessage,
-  markMessage,
-  mediaMessage,
-  parseTwilioMessage,
-} from '../telephony/twilio/media-protocol.js';
-import { LiveCall, type LiveCallDeps, type MediaChannel } from './live-call.js';
+import { LiveCall, type LiveCallDeps } from './live-call.js';
 import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
 import { newCallRecord, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
+import type { CallTransport } from './transport.js';
 
 /**
  * How the assistant for a number without one is found (the `assistant-request` exchange).
@@ -52,52 +45,46 @@ export interface CallServiceOptions {
   providers: Providers;
   notifier: CallNotifier;
   resolver: AssistantResolver;
-  twilio: TwilioRest;
   logger: Logger;
-  publicUrl: string;
   /** Seconds without a heartbeat after which another process finalizes a call. */
   staleSeconds?: number;
-  /** When a media stream counts as gone (tests shorten these). */
-  mediaLiveness?: Partial<MediaLiveness>;
   onTurnLatency?(latency: TurnLatency): void;
-  /** A voice webhook was refused as a replay of a call already taken. */
+  /** A call was refused as a replay of one its carrier already gave us. */
   onReplay?(): void;
 }
 
-export type VoiceWebhookResult =
-  | { status: 200; twiml: string; callId: string }
-  | { status: 400 | 403 | 404; message: string };
+/** An inbound call as its transport has it, before anything is decided. */
+export interface InboundCall {
+  number: PhoneNumber & { organization_id: string };
+  account: AccountSettings;
+  /** The caller's number, as the carrier gave it. */
+  customerNumber: string;
+  /** The carrier (`twilio`) and its own ids of the call, kept in the record. */
+  transport: string;
+  transportIds: Record<string, string>;
+  /** The carrier's unique id of the call: a second call with it is a replay. */
+  transportKey: string;
+}
 
-const STREAM_PATH = '/telephony/twilio/media';
+export type InboundOutcome =
+  /** Taken: the far end connects its media with `streamToken` (one-time, 120 s). */
+  | { kind: 'accepted'; record: CallRecord; streamToken: string }
+  /** Refused before pickup, with its `status-update` and report queued. */
+  | { kind: 'rejected'; record: CallRecord }
+  /** The carrier's id already has a call (`callId`): nothing was made or sent. */
+  | { kind: 'replay'; callId: string }
+  /** The process is shutting down. */
+  | { kind: 'busy' };
+
+/** How long a one-time media-stream token is valid. */
+const STREAM_TOKEN_SECONDS = 120;
 const HEARTBEAT_MS = 5_000;
 /**
- * How long one `AccountSid` + `CallSid` stays taken: a replay of a signed voice webhook within it
- * makes no call (Twilio's signature has no timestamp). As long as call sessions are kept.
+ * How long a carrier's call id stays taken: a replay of a signed voice webhook within it
+ * makes no call (Twilio's signature has no timestamp). As long as call sessions are kept; the
+ * call log answers after that.
  */
 const CALL_SID_CLAIM_SECONDS = 24 * 3600;
-
-/**
- * When the far end of a media stream is gone. Twilio sends a media frame every 20 ms, silence
- * included, and answers WebSocket pings; a mark is echoed once the audio before it has played,
- * which the pacer sends at most a few frames ahead of real time.
- */
-export interface MediaLiveness {
-  /** No media frame for this long: the stream is gone. */
-  idleMs: number;
-  /** A ping goes out this often; one not answered by the next means the stream is gone. */
-  pingMs: number;
-  /** A mark not echoed this long after it was sent counts as played (the far end may never echo it). */
-  markGraceMs: number;
-  /** How often every stream is checked (one timer for the process). */
-  checkMs: number;
-}
-
-export const DEFAULT_MEDIA_LIVENESS: MediaLiveness = { idleMs: 5_000, pingMs: 10_000, markGraceMs: 3_000, checkMs: 500 };
-
-/** One open media stream, as the liveness check sees it. */
-interface StreamWatch {
-  check(now: number): void;
-}
 
 export class CallService {
   readonly workerId = `w-${randomUUID()}`;
@@ -105,13 +92,9 @@ export class CallService {
   private accepting = true;
   private heartbeat: NodeJS.Timeout | null = null;
   private readonly log: Logger;
-  private readonly liveness: MediaLiveness;
-  private readonly streams = new Set<StreamWatch>();
-  private livenessTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly o: CallServiceOptions) {
     this.log = o.logger.child({ component: 'calls' });
-    this.liveness = { ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness };
   }
 
   liveCount(): number {
@@ -127,42 +110,37 @@ export class CallService {
   // ------------------------------------------------------------------------------------------
   // call start
 
-  /** `POST /telephony/twilio/voice`: verified, then answered with TwiML. */
-  async inboundVoice(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
-    const str = (name: string) => (typeof params[name] === 'string' ? (params[name] as string) : '');
-    const to = str('To');
-    const number = await this.o.store.numbers.findByNumber(to);
-    if (!number) return { status: 404, message: `no number ${to || '(none)'} is registered` };
-    const account = await this.o.store.account.get(number.organization_id);
-    const token = account.twilio?.auth_token;
-    if (!token || !verifyTwilioSignature(token, url, params, signature)) {
-      this.log.warn({ numberId: number.id, hasCredentials: !!token }, 'voice webhook refused: bad or missing X-Twilio-Signature');
-      return { status: 403, message: 'invalid signature' };
-    }
-    if (!this.accepting) {
-      return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
-    }
-    const callSid = str('CallSid');
-    const accountSid = str('AccountSid');
-    if (!callSid || !accountSid) return { status: 400, message: 'CallSid and AccountSid are required' };
+  /** Whether new calls are taken (not while shutting down). */
+  isAccepting(): boolean {
+    return this.accepting;
+  }
 
+  /**
+   * An inbound call its transport has verified: one call per carrier id, the assistant resolved
+   * (or asked for), the workflow snapshot taken, the call-start checks run. Accepted calls are
+   * `ringing` until their media connects (`connect`).
+   */
+  async openInbound(inbound: InboundCall): Promise<InboundOutcome> {
+    if (!this.accepting) return { kind: 'busy' };
+    const { number, account } = inbound;
     const record = newCallRecord({
       organization_id: number.organization_id,
       number_id: number.id,
       phone_number: { number: number.number, name: number.name },
-      customer: { number: str('From') },
-      twilio: { call_sid: callSid, account_sid: accountSid },
+      customer: { number: inbound.customerNumber },
+      transport: inbound.transport,
+      transport_ids: inbound.transportIds,
     });
     const log = this.log.child({ callId: record.id });
-    // one call per Twilio call: a replayed (or retried) signed request creates and sends nothing
+    // one call per carrier call: a replayed (or retried) signed request creates and sends nothing
     const earlier =
-      (await this.o.calls.claimTransportCall(`twilio:${accountSid}:${callSid}`, record.id, CALL_SID_CLAIM_SECONDS)) ??
+      (await this.o.calls.claimTransportCall(inbound.transportKey, record.id, CALL_SID_CLAIM_SECONDS)) ??
       // after the sessions are gone (a restart, 24 h) the call log still knows the call
-      (await this.o.store.calls.findByTransportCall('twilio', { call_sid: callSid, account_sid: accountSid }));
+      (await this.o.store.calls.findByTransportCall(inbound.transport, inbound.transportIds as { call_sid: string }));
     if (earlier) {
-      log.warn({ numberId: number.id, earlierCallId: earlier }, 'voice webhook replayed: the CallSid already has a call; refused');
+      log.warn({ numberId: number.id, earlierCallId: earlier }, 'call refused: its carrier id already has a call (a replayed webhook)');
       this.o.onReplay?.();
-      return { status: 200, twiml: rejectTwiml(), callId: earlier };
+      return { kind: 'replay', callId: earlier };
     }
 
     const resolved = await this.resolveAssistant(record, number, account);
@@ -189,15 +167,10 @@ export class CallService {
 
     const streamToken = randomBytes(24).toString('base64url');
     await this.o.calls.create(record);
-    await this.o.calls.putStreamToken(record.id, streamToken, 120);
+    await this.o.calls.putStreamToken(record.id, streamToken, STREAM_TOKEN_SECONDS);
     void this.o.notifier.statusUpdate(record, 'ringing');
-    log.info({ numberId: number.id, assistantId: record.assistant_id, workflowId: record.workflow_id }, 'call accepted');
-    const streamUrl = `${this.o.publicUrl.replace(/^http/, 'ws').replace(/\/$/, '')}${STREAM_PATH}`;
-    return {
-      status: 200,
-      twiml: connectStreamTwiml(streamUrl, { call_id: record.id, token: streamToken }),
-      callId: record.id,
-    };
+    log.info({ numberId: number.id, assistantId: record.assistant_id, workflowId: record.workflow_id, transport: record.transport }, 'call accepted');
+    return { kind: 'accepted', record, streamToken };
   }
 
   private async resolveAssistant(
@@ -261,7 +234,7 @@ export class CallService {
     return out;
   }
 
-  private async rejectAtStart(record: CallRecord, reason: string, errors: string[]): Promise<VoiceWebhookResult> {
+  private async rejectAtStart(record: CallRecord, reason: string, errors: string[]): Promise<InboundOutcome> {
     const now = new Date().toISOString();
     record.status = 'ended';
     record.ended_reason = reason;
@@ -278,167 +251,18 @@ export class CallService {
       .statusUpdate(record, 'ended', { ended_reason: reason, errors })
       .then(() => this.o.notifier.endOfCallReport(record))
       .catch((err: unknown) => this.log.error({ err, callId: record.id }, 'could not queue the webhooks of a rejected call'));
-    return { status: 200, twiml: rejectTwiml(), callId: record.id };
+    return { kind: 'rejected', record: stored };
   }
 
   // ------------------------------------------------------------------------------------------
   // media
 
-  /** A Twilio media WebSocket: accepted only with the one-time token of its call. */
-  attachMedia(ws: WebSocket, remote: string): void {
-    let call: ActiveCall | null = null;
-    let streamSid = '';
-    let starting = false;
-    let lastMediaAt = performance.now();
-    let lastPingAt = performance.now();
-    let pongDue = false;
-    /** Marks sent and not yet echoed, oldest first. */
-    const pendingMarks: Array<{ name: string; sentAt: number }> = [];
-    let marksAssumed = false;
-    const refuse = (why: string) => {
-      this.log.warn({ remote, why }, 'media stream refused');
-      ws.close(1008, 'refused');
-    };
-    const startTimer = setTimeout(() => {
-      if (!call) refuse('no start message within 10 s');
-    }, 10_000);
-    /** The call's own code runs here: what it throws ends that call, never the process. */
-    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
-      const c = call;
-      if (!c) return;
-      try {
-        fn(c);
-      } catch (err) {
-        c.fail(err, what);
-      }
-    };
-    const gone = (why: string) => {
-      const c = call;
-      stopWatching();
-      ws.terminate();
-      if (!c || c.isEnded()) return;
-      this.log.warn({ callId: c.record.id, why }, 'media stream gone; ending the call');
-      void c.terminate('customer-ended-call', `the media stream went away: ${why}`);
-    };
-    const watch: StreamWatch = {
-      check: (now) => {
-        if (!call || call.isEnded()) return;
-        if (now - lastMediaAt > this.liveness.idleMs) {
-          return gone(`no media from the far end for ${Math.round((now - lastMediaAt) / 1000)} s`);
-        }
-        if (now - lastPingAt >= this.liveness.pingMs) {
-          if (pongDue) return gone('the far end stopped answering WebSocket pings');
-          pongDue = true;
-          lastPingAt = now;
-          ws.ping();
-        }
-        // playback progress must not hang on an echo that never comes (silence checks wait for it)
-        while (pendingMarks.length > 0 && now - pendingMarks[0]!.sentAt > this.liveness.markGraceMs) {
-          const { name } = pendingMarks.shift()!;
-          if (!marksAssumed) {
-            marksAssumed = true;
-            this.log.warn({ callId: call.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed');
-          }
-          toCall('mark', (c) => c.mark(name));
-        }
-      },
-    };
-    const stopWatching = () => {
-      clearTimeout(startTimer);
-      this.streams.delete(watch);
-    };
-    ws.on('pong', () => {
-      pongDue = false;
-    });
-
-    ws.on('message', (data, isBinary) => {
-      if (isBinary) return refuse('binary frame');
-      const parsed = parseTwilioMessage(data as Buffer);
-      if (!parsed.ok) {
-        if (!call) return refuse(parsed.reason);
-        this.log.debug({ reason: parsed.reason }, 'media message ignored');
-        return;
-      }
-      const m = parsed.message;
-      switch (m.event) {
-        case 'connected':
-          return;
-        case 'start': {
-          if (starting || call) return;
-          starting = true;
-          clearTimeout(startTimer);
-          streamSid = m.streamSid;
-          const params = m.start.customParameters ?? {};
-          void this.beginCall(params.call_id ?? '', params.token ?? '', {
-            sendFrame: (frame) => ws.readyState === ws.OPEN && ws.send(mediaMessage(streamSid, frame)),
-            sendMark: (name) => {
-              if (ws.readyState !== ws.OPEN) return;
-              ws.send(markMessage(streamSid, name));
-              pendingMarks.push({ name, sentAt: performance.now() });
-            },
-            sendClear: () => ws.readyState === ws.OPEN && ws.send(clearMessage(streamSid)),
-            close: () => {
-              stopWatching();
-              if (ws.readyState === ws.OPEN) ws.close(1000, 'call ended');
-            },
-          }).then(
-            (c) => {
-              if (!c) return refuse('unknown call or wrong token');
-              call = c;
-              lastMediaAt = performance.now();
-              lastPingAt = lastMediaAt;
-              if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
-              this.streams.add(watch);
-              this.watchStreams();
-            },
-            (err: Error) => {
-              this.log.error({ err }, 'call could not start');
-              refuse('start failed');
-            },
-          );
-          return;
-        }
-        case 'media':
-          lastMediaAt = performance.now();
-          toCall('caller audio', (c) => c.audio(Buffer.from(m.media.payload, 'base64')));
-          return;
-        case 'mark': {
-          const i = pendingMarks.findIndex((p) => p.name === m.mark.name);
-          if (i < 0) return; // not ours, or already counted as played
-          pendingMarks.splice(i, 1);
-          toCall('mark', (c) => c.mark(m.mark.name));
-          return;
-        }
-        case 'dtmf':
-          toCall('key press', (c) => c.dtmf(m.dtmf.digit));
-          return;
-        case 'stop':
-          toCall('hang-up', (c) => c.callerHungUp());
-          return;
-      }
-    });
-    ws.on('close', () => {
-      stopWatching();
-      toCall('hang-up', (c) => c.callerHungUp());
-    });
-    ws.on('error', () => undefined);
-  }
-
-  /** One timer for the process checks every open stream's liveness. */
-  private watchStreams(): void {
-    if (this.livenessTimer) return;
-    this.livenessTimer = setInterval(() => {
-      const now = performance.now();
-      for (const stream of this.streams) stream.check(now);
-      if (this.streams.size === 0 && this.livenessTimer) {
-        clearInterval(this.livenessTimer);
-        this.livenessTimer = null;
-      }
-    }, this.liveness.checkMs);
-    this.livenessTimer.unref();
-  }
-
-  private async beginCall(callId: string, token: string, channel: MediaChannel) {
+  /**
+   * The far end's media arrived for a call (with the one-time token its call start gave): the
+   * call starts on the transport `open` makes for its record. Null for an unknown call, a wrong or
+   * used token, or a call that is no longer ringing.
+   */
+  async connect(callId: string, token: string, open: (record: CallRecord) => CallTransport): Promise<ActiveCall | null> {
     if (!callId || !token || !(await this.o.calls.consumeStreamToken(callId, token))) return null;
     const record = await this.o.calls.get(callId);
     if (!record || record.status !== 'ringing') return null;
@@ -447,40 +271,27 @@ export class CallService {
     record.worker_id = this.workerId;
     record.heartbeat_at = record.started_at;
     await this.o.calls.save(record);
-    const call = this.newLiveCall(record, channel);
+    const call = this.newLiveCall(record, open(record));
     void this.o.notifier.statusUpdate(record, 'in-progress');
     call.start().catch((err: unknown) => call.fail(err, 'start'));
     return call;
   }
 
-  private newLiveCall(record: CallRecord, channel: MediaChannel): ActiveCall {
+  private newLiveCall(record: CallRecord, transport: CallTransport): ActiveCall {
     const deps: LiveCallDeps = {
       providers: this.o.providers,
       notifier: this.o.notifier,
       store: this.o.calls,
       logger: this.o.logger,
-      telephony: {
-        hangUp: (c) => this.withCredentials(c, (creds) => this.o.twilio.hangUp(creds, c.twilio.call_sid)),
-        transfer: (c, destination) =>
-          this.withCredentials(c, (creds) => this.o.twilio.transfer(creds, c.twilio.call_sid, destination, c.phone_number.number)),
-      },
       onTurnLatency: this.o.onTurnLatency,
       onEnded: (r) => this.live.delete(r.id),
     };
     // a realtime assistant speaks through one speech-to-speech model instead of the pipeline
     const call: ActiveCall = (record.assistant as unknown as EffectiveAssistant).realtime
-      ? new RealtimeCall(record, channel, deps)
-      : new LiveCall(record, channel, deps);
+      ? new RealtimeCall(record, transport, deps)
+      : new LiveCall(record, transport, deps);
     this.live.set(record.id, call);
     return call;
-  }
-
-  private async withCredentials(call: CallRecord, fn: (creds: { account_sid: string; auth_token: string }) => Promise<void>) {
-    const account = await this.o.store.account.get(call.organization_id);
-    // credentials removed mid-call: a transfer must fail loudly rather than end as "transferred"
-    if (!account.twilio) throw new TwilioRestError('the organization has no Twilio credentials');
-    if (!call.twilio.call_sid) throw new TwilioRestError('the call has no Twilio CallSid');
-    await fn(account.twilio);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -546,7 +357,5 @@ export class CallService {
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
-    if (this.livenessTimer) clearInterval(this.livenessTimer);
-    this.livenessTimer = null;
   }
 }

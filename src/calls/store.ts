@@ -25,7 +25,9 @@ export interface CallRecord {
   number_id: string;
   phone_number: { number: string; name: string | null };
   customer: { number: string };
-  twilio: { call_sid: string; account_sid: string };
+  /** The carrier that carries the call (`twilio`), and its own ids of the call (`{call_sid, account_sid}`). */
+  transport: string;
+  transport_ids: Record<string, string>;
   assistant_id: string | null;
   /** The effective assistant as the call started (later edits apply to the next call). */
   assistant: Record<string, unknown>;
@@ -52,7 +54,7 @@ export interface CallRecord {
 
 /** A new call as the voice webhook opens it: ringing, with no assistant, workflow or messages yet. */
 export function newCallRecord(
-  fields: Pick<CallRecord, 'organization_id' | 'number_id' | 'phone_number' | 'customer' | 'twilio'>,
+  fields: Pick<CallRecord, 'organization_id' | 'number_id' | 'phone_number' | 'customer' | 'transport' | 'transport_ids'>,
 ): CallRecord {
   return {
     id: randomUUID(),

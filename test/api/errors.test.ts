@@ -8,7 +8,7 @@ import Fastify, { type LightMyRequestResponse } from 'fastify';
 import { request as httpRequest } from 'undici';
 import { BODY_LIMIT } from '../../src/app.js';
 import { registerErrorHandler } from '../../src/api/errors.js';
-import type { CallService } from '../../src/calls/service.js';
+import type { TwilioTelephony } from '../../src/telephony/twilio/transport.js';
 import { twilioRoutes, VOICE_PATH } from '../../src/telephony/twilio/routes.js';
 import { build, pipelineAssistant, sampleDefinition, type TestApp } from '../helpers/app.js';
 
@@ -295,8 +295,8 @@ describe('413 Payload too large', () => {
   it('the Twilio voice webhook names its own limit, 64 KiB', async () => {
     const app = Fastify();
     registerErrorHandler(app);
-    const calls = { inboundVoice: async () => ({ status: 200, twiml: '<Response/>' }), attachMedia: () => undefined } as unknown as CallService;
-    await twilioRoutes(app, { calls, publicUrl: 'http://localhost' });
+    const twilio = { voice: async () => ({ status: 200, twiml: '<Response/>' }), attachMedia: () => undefined } as unknown as TwilioTelephony;
+    await twilioRoutes(app, { twilio, publicUrl: 'http://localhost' });
     const limit = 64 * 1024;
     try {
       const form = { 'content-type': 'application/x-www-form-urlencoded' };

@@ -29,7 +29,6 @@ import { CallService } from '../../src/calls/service.js';
 import { MemoryCallStore, RedisCallStore, type CallRecord, type CallStatus, type CallStore } from '../../src/calls/store.js';
 import type { CallNotifier } from '../../src/calls/notifier.js';
 import type { Providers } from '../../src/providers/types.js';
-import type { TwilioRest } from '../../src/telephony/twilio/rest.js';
 import { callRecord } from '../helpers/call-record.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import {
@@ -137,9 +136,7 @@ function finalizerService(calls: CallStore, notifier: CallNotifier, store = {} a
     providers: {} as Providers,
     notifier,
     resolver: { resolve: async () => ({ kind: 'rejected', reason: 'rejected-at-start', errors: ['unused'] }) },
-    twilio: {} as TwilioRest,
     logger: silent,
-    publicUrl: 'http://127.0.0.1:9',
   });
 }
 
@@ -236,7 +233,7 @@ describe('finalizing calls whose process died', () => {
     const started = new Date(Date.now() - 60_000).toISOString();
     return callRecord({
       phone_number: { number: '+15550001111', name: null },
-      twilio: { call_sid: 'CA1', account_sid: ACCOUNT_SID },
+      transport_ids: { call_sid: 'CA1', account_sid: ACCOUNT_SID },
       current_node: 'booking',
       nodes_visited: ['greeting', 'booking'],
       messages: [{ role: 'user', content: 'I would like to book.', time: started, seconds_from_start: 3, node_id: 'greeting' }],

@@ -8,7 +8,8 @@ export function callRecord(patch: Partial<CallRecord> = {}): CallRecord {
     number_id: randomUUID(),
     phone_number: { number: '+15550100100', name: null },
     customer: { number: '+15005550006' },
-    twilio: { call_sid: `CA${'1'.repeat(32)}`, account_sid: `AC${'1'.repeat(32)}` },
+    transport: 'twilio',
+    transport_ids: { call_sid: `CA${'1'.repeat(32)}`, account_sid: `AC${'1'.repeat(32)}` },
   });
   return { ...record, status: 'in-progress', started_at: record.created_at, ...patch };
 }

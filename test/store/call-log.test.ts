@@ -161,7 +161,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         organization_id: orgId,
         type: 'inbound_phone_call',
         transport: 'twilio',
-        transport_ids: { call_sid: record.twilio.call_sid, account_sid: record.twilio.account_sid },
+        transport_ids: { call_sid: record.transport_ids.call_sid!, account_sid: record.transport_ids.account_sid! },
         number_id: record.number_id,
         phone_number: record.phone_number,
         customer: record.customer,

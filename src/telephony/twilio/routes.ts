@@ -1,18 +1,18 @@
 /**
- * Twilio's side of the service: the voice webhook (form body, `X-Twilio-Signature`) and the
- * media-stream WebSocket on the same server.
+ * Twilio's routes: the voice webhook (form body, `X-Twilio-Signature`) and the media-stream
+ * WebSocket on the same server, both handled by the Twilio transport.
  */
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer } from 'ws';
-import type { CallService } from '../../calls/service.js';
 import { parseForm } from './signature.js';
+import { MEDIA_PATH, VOICE_PATH, type TwilioTelephony } from './transport.js';
 
-export const VOICE_PATH = '/telephony/twilio/voice';
-export const MEDIA_PATH = '/telephony/twilio/media';
+export { MEDIA_PATH, VOICE_PATH } from './transport.js';
 /** Twilio's voice webhook form is a few KiB; the route refuses more (413 naming this limit). */
 export const VOICE_BODY_LIMIT = 64 * 1024;
+const ERROR_PHRASE = { 400: 'Invalid request', 403: 'Forbidden', 404: 'Not found' } as const;
 
-export async function twilioRoutes(app: FastifyInstance, opts: { calls: CallService; publicUrl: string }) {
+export async function twilioRoutes(app: FastifyInstance, opts: { twilio: TwilioTelephony; publicUrl: string }) {
   await app.register(async (scope) => {
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
@@ -27,9 +27,9 @@ export async function twilioRoutes(app: FastifyInstance, opts: { calls: CallServ
       }
       const url = `${opts.publicUrl.replace(/\/$/, '')}${request.url}`;
       const signature = request.headers['x-twilio-signature'];
-      const result = await opts.calls.inboundVoice(url, params, typeof signature === 'string' ? signature : undefined);
+      const result = await opts.twilio.voice(url, params, typeof signature === 'string' ? signature : undefined);
       if (result.status !== 200) {
-        return reply.code(result.status).send({ error: result.status === 403 ? 'Forbidden' : 'Not found', message: result.message });
+        return reply.code(result.status).send({ error: ERROR_PHRASE[result.status], message: result.message });
       }
       return reply.code(200).header('content-type', 'text/xml; charset=utf-8').send(result.twiml);
     });
@@ -43,7 +43,7 @@ export async function twilioRoutes(app: FastifyInstance, opts: { calls: CallServ
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
-      opts.calls.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
+      opts.twilio.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
     });
   });
   app.addHook('onClose', async () => {

@@ -1,0 +1,46 @@
+/**
+ * The far end of a call, whatever carries it (Twilio Media Streams today; SIP and the browser
+ * next: docs/transports.md). A transport speaks its carrier's protocol and nothing else: it hands
+ * the call audio in (in its own format), key presses, playback progress and the hang-up, and it
+ * takes audio out, `clear` and progress marks. Neither kind of call knows a carrier's framing,
+ * mark echoes or REST API.
+ */
+import type { ActiveCall } from './active-call.js';
+
+/** The audio a transport carries, both ways. */
+export type AudioFormat =
+  /** G.711 μ-law, 8 kHz mono: Twilio Media Streams, SIP PCMU. What the providers take as is. */
+  | { encoding: 'mulaw'; sampleRate: 8000 }
+  /** 16-bit little-endian linear PCM, mono (the browser, 16 kHz). */
+  | { encoding: 'pcm16'; sampleRate: number };
+
+export const MULAW_8K: AudioFormat = { encoding: 'mulaw', sampleRate: 8000 };
+
+/** What a call sends to its far end. */
+export interface CallTransport {
+  /** The carrier, as the record names it (`twilio`). */
+  readonly kind: string;
+  /** The format of the audio in both directions. */
+  readonly audioFormat: AudioFormat;
+  /** One whole frame of assistant audio (20 ms of `audioFormat`), paced by the call. */
+  sendAudio(frame: Buffer): void;
+  /**
+   * A progress mark after the audio sent so far: the transport calls `played(name)` on the call
+   * once the far end has played that audio (or, if the far end never says, once it must have).
+   */
+  mark(name: string): void;
+  /** Drops audio the far end has buffered and not yet played; its pending marks come back. */
+  clear(): void;
+  /** Ends the carrier's leg of the call (the far end may still be up though its media is gone). */
+  hangUp(): Promise<void>;
+  /** Moves the call to `destination` (E.164); the media ends once the carrier has taken it. */
+  transfer(destination: string): Promise<void>;
+  /** Closes the media connection: the call is over on our side. */
+  close(): void;
+}
+
+/**
+ * What a transport hands the call: the call's side of the seam. A transport calls these from its
+ * own socket events; what they throw ends that call (`ActiveCall.fail`), never the process.
+ */
+export type CallInput = Pick<ActiveCall, 'audio' | 'dtmf' | 'played' | 'callerHungUp' | 'farEndGone' | 'fail' | 'isEnded'>;

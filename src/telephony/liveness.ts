@@ -1,0 +1,77 @@
+/**
+ * One timer for the process that checks every open media stream (is its far end still there,
+ * has a progress mark gone unanswered too long), instead of a timer per stream.
+ */
+
+/** When a media stream counts as gone; the defaults suit Twilio Media Streams (docs/calls.md). */
+export interface MediaLiveness {
+  /** No media frame for this long: the stream is gone (carriers send silence as frames too). */
+  idleMs: number;
+  /** A ping goes out this often; one not answered by the next means the stream is gone. */
+  pingMs: number;
+  /** A mark not answered this long after it was sent counts as played (the far end may never say). */
+  markGraceMs: number;
+  /** How often every stream is checked. */
+  checkMs: number;
+}
+
+export const DEFAULT_MEDIA_LIVENESS: MediaLiveness = { idleMs: 5_000, pingMs: 10_000, markGraceMs: 3_000, checkMs: 500 };
+
+export class StreamWatcher {
+  private readonly checks = new Set<(now: number) => void>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(readonly liveness: MediaLiveness = DEFAULT_MEDIA_LIVENESS) {}
+
+  /** Runs `check` every `checkMs` until the returned function is called. */
+  watch(check: (now: number) => void): () => void {
+    this.checks.add(check);
+    if (!this.timer) {
+      this.timer = setInterval(() => {
+        const now = performance.now();
+        for (const c of this.checks) c(now);
+      }, this.liveness.checkMs);
+      this.timer.unref();
+    }
+    return () => {
+      this.checks.delete(check);
+      if (this.checks.size === 0 && this.timer) {
+        clearInterval(this.timer);
+        this.timer = null;
+      }
+    };
+  }
+
+  close(): void {
+    this.checks.clear();
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+}
+
+/**
+ * Progress marks a transport sent and the far end has not answered yet, oldest first: the ones
+ * older than the grace count as played, so that nothing waits forever on an answer that may never come.
+ */
+export class PendingMarks {
+  private readonly pending: Array<{ name: string; sentAt: number }> = [];
+
+  sent(name: string, now = performance.now()): void {
+    this.pending.push({ name, sentAt: now });
+  }
+
+  /** The far end answered `name`: true when it was pending (not already counted as played). */
+  answered(name: string): boolean {
+    const i = this.pending.findIndex((p) => p.name === name);
+    if (i < 0) return false;
+    this.pending.splice(i, 1);
+    return true;
+  }
+
+  /** Marks overdue at `now`, removed. */
+  overdue(now: number, graceMs: number): string[] {
+    const out: string[] = [];
+    while (this.pending.length > 0 && now - this.pending[0]!.sentAt > graceMs) out.push(this.pending.shift()!.name);
+    return out;
+  }
+}

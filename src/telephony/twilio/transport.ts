@@ -1,0 +1,249 @@
+/**
+ * Twilio as one transport: the voice webhook (signature, call start, TwiML) and the Media
+ * Streams WebSocket (`connected`, `start`, `media`, `mark`, `dtmf`, `stop` in; `media`, `mark`,
+ * `clear` out), with transfer and hang-up through Twilio's REST API. The call service sees a
+ * `CallTransport` and nothing of this.
+ */
+import type { Logger } from 'pino';
+import type { WebSocket } from 'ws';
+import type { ActiveCall } from '../../calls/active-call.js';
+import type { CallService } from '../../calls/service.js';
+import type { CallRecord } from '../../calls/store.js';
+import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
+import type { Store } from '../../store/index.js';
+import { PendingMarks, StreamWatcher } from '../liveness.js';
+import { clearMessage, markMessage, mediaMessage, parseTwilioMessage } from './media-protocol.js';
+import { TwilioRestError, type TwilioRest } from './rest.js';
+import { verifyTwilioSignature, type FormParams } from './signature.js';
+import { connectStreamTwiml, rejectTwiml } from './twiml.js';
+
+export const VOICE_PATH = '/telephony/twilio/voice';
+export const MEDIA_PATH = '/telephony/twilio/media';
+
+export interface TwilioTelephonyOptions {
+  calls: CallService;
+  store: Store;
+  rest: TwilioRest;
+  logger: Logger;
+  /** The address Twilio reaches: the TwiML stream URL and the URL Twilio signs. */
+  publicUrl: string;
+  watcher: StreamWatcher;
+}
+
+export type VoiceWebhookResult =
+  | { status: 200; twiml: string; callId: string }
+  | { status: 400 | 403 | 404; message: string };
+
+export class TwilioTelephony {
+  private readonly log: Logger;
+
+  constructor(private readonly o: TwilioTelephonyOptions) {
+    this.log = o.logger.child({ component: 'calls', transport: 'twilio' });
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // the voice webhook
+
+  /** `POST /telephony/twilio/voice`: verified, then answered with TwiML. */
+  async voice(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
+    const str = (name: string) => (typeof params[name] === 'string' ? (params[name] as string) : '');
+    const to = str('To');
+    const number = await this.o.store.numbers.findByNumber(to);
+    if (!number) return { status: 404, message: `no number ${to || '(none)'} is registered` };
+    const account = await this.o.store.account.get(number.organization_id);
+    const token = account.twilio?.auth_token;
+    if (!token || !verifyTwilioSignature(token, url, params, signature)) {
+      this.log.warn({ numberId: number.id, hasCredentials: !!token }, 'voice webhook refused: bad or missing X-Twilio-Signature');
+      return { status: 403, message: 'invalid signature' };
+    }
+    if (!this.o.calls.isAccepting()) return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
+    const callSid = str('CallSid');
+    const accountSid = str('AccountSid');
+    if (!callSid || !accountSid) return { status: 400, message: 'CallSid and AccountSid are required' };
+
+    const outcome = await this.o.calls.openInbound({
+      number,
+      account,
+      customerNumber: str('From'),
+      transport: 'twilio',
+      transportIds: { call_sid: callSid, account_sid: accountSid },
+      transportKey: `twilio:${accountSid}:${callSid}`,
+    });
+    switch (outcome.kind) {
+      case 'busy':
+        return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
+      case 'replay':
+        return { status: 200, twiml: rejectTwiml(), callId: outcome.callId };
+      case 'rejected':
+        return { status: 200, twiml: rejectTwiml(), callId: outcome.record.id };
+      case 'accepted': {
+        const streamUrl = `${this.o.publicUrl.replace(/^http/, 'ws').replace(/\/$/, '')}${MEDIA_PATH}`;
+        return {
+          status: 200,
+          twiml: connectStreamTwiml(streamUrl, { call_id: outcome.record.id, token: outcome.streamToken }),
+          callId: outcome.record.id,
+        };
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // the media stream
+
+  /** A Media Streams WebSocket: accepted only with the one-time token of its call. */
+  attachMedia(ws: WebSocket, remote: string): void {
+    const liveness = this.o.watcher.liveness;
+    let call: ActiveCall | null = null;
+    let streamSid = '';
+    let starting = false;
+    let lastMediaAt = performance.now();
+    let lastPingAt = performance.now();
+    let pongDue = false;
+    const marks = new PendingMarks();
+    let marksAssumed = false;
+    let unwatch: (() => void) | null = null;
+    const refuse = (why: string) => {
+      this.log.warn({ remote, why }, 'media stream refused');
+      ws.close(1008, 'refused');
+    };
+    const startTimer = setTimeout(() => {
+      if (!call) refuse('no start message within 10 s');
+    }, 10_000);
+    const stopWatching = () => {
+      clearTimeout(startTimer);
+      unwatch?.();
+      unwatch = null;
+    };
+    /** The call's own code runs here: what it throws ends that call, never the process. */
+    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
+      const c = call;
+      if (!c) return;
+      try {
+        fn(c);
+      } catch (err) {
+        c.fail(err, what);
+      }
+    };
+    const gone = (why: string) => {
+      stopWatching();
+      ws.terminate();
+      toCall('far end gone', (c) => c.farEndGone(why));
+    };
+    const check = (now: number) => {
+      if (!call || call.isEnded()) return;
+      if (now - lastMediaAt > liveness.idleMs) return gone(`no media from the far end for ${Math.round((now - lastMediaAt) / 1000)} s`);
+      if (now - lastPingAt >= liveness.pingMs) {
+        if (pongDue) return gone('the far end stopped answering WebSocket pings');
+        pongDue = true;
+        lastPingAt = now;
+        ws.ping();
+      }
+      // playback progress must not hang on an echo that never comes (silence checks wait for it)
+      for (const name of marks.overdue(now, liveness.markGraceMs)) {
+        if (!marksAssumed) {
+          marksAssumed = true;
+          this.log.warn({ callId: call.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed');
+        }
+        toCall('mark', (c) => c.played(name));
+      }
+    };
+    ws.on('pong', () => {
+      pongDue = false;
+    });
+
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return refuse('binary frame');
+      const parsed = parseTwilioMessage(data as Buffer);
+      if (!parsed.ok) {
+        if (!call) return refuse(parsed.reason);
+        this.log.debug({ reason: parsed.reason }, 'media message ignored');
+        return;
+      }
+      const m = parsed.message;
+      switch (m.event) {
+        case 'connected':
+          return;
+        case 'start': {
+          if (starting || call) return;
+          starting = true;
+          clearTimeout(startTimer);
+          streamSid = m.streamSid;
+          const params = m.start.customParameters ?? {};
+          void this.o.calls.connect(params.call_id ?? '', params.token ?? '', (record) => this.transport(ws, record, streamSid, marks, stopWatching)).then(
+            (c) => {
+              if (!c) return refuse('unknown call or wrong token');
+              call = c;
+              lastMediaAt = performance.now();
+              lastPingAt = lastMediaAt;
+              if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
+              unwatch = this.o.watcher.watch(check);
+            },
+            (err: Error) => {
+              this.log.error({ err }, 'call could not start');
+              refuse('start failed');
+            },
+          );
+          return;
+        }
+        case 'media':
+          lastMediaAt = performance.now();
+          toCall('caller audio', (c) => c.audio(Buffer.from(m.media.payload, 'base64')));
+          return;
+        case 'mark':
+          // not ours, or already counted as played
+          if (marks.answered(m.mark.name)) toCall('mark', (c) => c.played(m.mark.name));
+          return;
+        case 'dtmf':
+          toCall('key press', (c) => c.dtmf(m.dtmf.digit));
+          return;
+        case 'stop':
+          toCall('hang-up', (c) => c.callerHungUp());
+          return;
+      }
+    });
+    ws.on('close', () => {
+      stopWatching();
+      toCall('hang-up', (c) => c.callerHungUp());
+    });
+    ws.on('error', () => undefined);
+  }
+
+  /** The `CallTransport` of one media stream: μ-law 8 kHz both ways, as Twilio carries it. */
+  private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void): CallTransport {
+    const open = () => ws.readyState === ws.OPEN;
+    return {
+      kind: 'twilio',
+      audioFormat: MULAW_8K,
+      sendAudio: (frame) => {
+        if (open()) ws.send(mediaMessage(streamSid, frame));
+      },
+      mark: (name) => {
+        if (!open()) return;
+        ws.send(markMessage(streamSid, name));
+        marks.sent(name);
+      },
+      clear: () => {
+        if (open()) ws.send(clearMessage(streamSid));
+      },
+      hangUp: () => this.control(record, (creds, sid) => this.o.rest.hangUp(creds, sid)),
+      transfer: (destination) => this.control(record, (creds, sid, from) => this.o.rest.transfer(creds, sid, destination, from)),
+      close: () => {
+        stopWatching();
+        if (open()) ws.close(1000, 'call ended');
+      },
+    };
+  }
+
+  /** A REST request on the call, with the organization's credentials as they are now. */
+  private async control(
+    record: CallRecord,
+    fn: (credentials: { account_sid: string; auth_token: string }, callSid: string, callerId: string) => Promise<void>,
+  ): Promise<void> {
+    const account = await this.o.store.account.get(record.organization_id);
+    // credentials removed mid-call: a transfer must fail loudly rather than end as "transferred"
+    if (!account.twilio) throw new TwilioRestError('the organization has no Twilio credentials');
+    const callSid = record.transport_ids.call_sid;
+    if (!callSid) throw new TwilioRestError('the call has no Twilio CallSid');
+    await fn(account.twilio, callSid, record.phone_number.number);
+  }
+}
