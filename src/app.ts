@@ -28,6 +28,7 @@ import { VERSION } from './version.js';
 import type { Runtime } from './runtime.js';
 import { twilioRoutes } from './telephony/twilio/routes.js';
 import { callRoutes } from './api/calls.js';
+import { chatRoutes } from './api/chats.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
 
 export interface AppOptions {
@@ -134,6 +135,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(catalogRoutes);
     if (runtime) {
       await api.register(callRoutes(runtime.callStore));
+      await api.register(chatRoutes({ store, providers: runtime.providers, webhooks: runtime.webhooks, logger, redisUrl: config.REDIS_URL }));
       await api.register(
         callWebhookRoutes(runtime.deliveries, {
           callExists: async (orgId, callId) =>

@@ -8,7 +8,8 @@ import type { WebhookEventType } from '../../engine/schema.js';
 import { transcriptText } from '../calls/transcript.js';
 
 export type { WebhookEventType };
-export type CallType = 'inbound_phone_call' | 'outbound_phone_call';
+/** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'chat';
 export type CallStatus = 'ringing' | 'in-progress' | 'forwarding' | 'ended';
 
 /** DECISIONS 7 `ended_reason` values. */
@@ -24,11 +25,11 @@ export type EndedReason =
   | `pipeline-error-${string}`
   | 'worker-lost';
 
-/** What every message says about its call. */
+/** What every message says about its call. A chat has no phone number and no customer number (`null`). */
 export interface CallContext {
   call: { id: string; type: CallType; status: CallStatus };
-  phone_number: { number: string; name: string | null };
-  customer: { number: string };
+  phone_number: { number: string; name: string | null } | null;
+  customer: { number: string } | null;
 }
 
 interface MessageBase<T extends WebhookEventType> extends CallContext {
@@ -113,8 +114,8 @@ function base<T extends WebhookEventType>(
     type,
     timestamp: isoMs(at),
     call: { id: ctx.call.id, type: ctx.call.type, status },
-    phone_number: { number: ctx.phone_number.number, name: ctx.phone_number.name },
-    customer: { number: ctx.customer.number },
+    phone_number: ctx.phone_number ? { number: ctx.phone_number.number, name: ctx.phone_number.name } : null,
+    customer: ctx.customer ? { number: ctx.customer.number } : null,
   };
 }
 

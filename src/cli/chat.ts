@@ -1,0 +1,228 @@
+/**
+ * `npm run chat -- --script <file.json>`: chats with an assistant through the API of any running
+ * deployment, turn by turn from a script with expectations, and exits non-zero at the first one
+ * not met — a workflow's test for CI. The script may create its assistant and workflow (they are
+ * deleted afterwards) or name existing ones. Format: docs/chats.md.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { formatZodIssues } from '../../engine/validate.js';
+
+const USAGE = `Usage: npm run chat -- --script <file.json>
+  [--url <server>]            default $SWITCHBOARD_URL, else http://127.0.0.1:3000
+  [--key <API key>]           default $SWITCHBOARD_API_KEY
+  [--assistant <id>] [--workflow <id>]   instead of the script's own
+Exits 0 when every expectation is met, 1 at the first one that is not (or an API error), 2 on bad usage.`;
+
+const OneOrMore = z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]);
+
+const Expectations = {
+  expect_node: z.string().min(1).optional().describe('the current node after the turn'),
+  expect_reply_contains: OneOrMore.optional().describe("words in the assistant's reply (any case)"),
+  expect_tool_call: OneOrMore.optional().describe('tools called during the turn (tool node or assistant tool)'),
+  expect_status: z.enum(['active', 'ended']).optional(),
+  expect_ended_reason: z.string().min(1).optional(),
+};
+
+const ChatScript = z.strictObject({
+  assistant_id: z.uuid().optional(),
+  assistant: z.record(z.string(), z.unknown()).optional().describe('a POST /assistants body: created for the run, deleted after'),
+  workflow_id: z.uuid().nullable().optional(),
+  workflow: z.record(z.string(), z.unknown()).optional().describe('a POST /workflows body: created for the run, deleted after'),
+  variables: z.record(z.string(), z.string()).optional(),
+  start: z.strictObject(Expectations).optional().describe('expectations of the opening lines'),
+  turns: z.array(z.strictObject({ say: z.string().min(1).max(4_000), ...Expectations })).min(1),
+});
+type ChatScript = z.infer<typeof ChatScript>;
+
+type Expect = Omit<ChatScript['turns'][number], 'say'>;
+
+interface ChatMessage {
+  role: string;
+  content: string;
+  node_id: string | null;
+  tool_name?: string;
+}
+interface Chat {
+  id: string;
+  status: string;
+  node_id: string | null;
+  ended_reason: string | null;
+  errors: string[];
+  messages: ChatMessage[];
+}
+
+class ApiFailure extends Error {}
+class Unmet extends Error {}
+
+function out(line: string) {
+  process.stdout.write(`${line}\n`);
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      script: { type: 'string' },
+      url: { type: 'string' },
+      key: { type: 'string' },
+      assistant: { type: 'string' },
+      workflow: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    out(USAGE);
+    return 0;
+  }
+  const baseUrl = (values.url ?? process.env.SWITCHBOARD_URL ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
+  const key = values.key ?? process.env.SWITCHBOARD_API_KEY;
+  if (!values.script || !key) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const script = readScript(values.script);
+
+  const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> => {
+    let res: Response;
+    try {
+      res = await fetch(`${baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch (err) {
+      throw new ApiFailure(`${method} ${path}: cannot reach ${baseUrl} (${(err as Error).message})`);
+    }
+    const text = await res.text();
+    let json: any = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = text;
+    }
+    return { status: res.status, json };
+  };
+  const expectStatus = (what: string, r: { status: number; json: any }, status: number) => {
+    if (r.status !== status) throw new ApiFailure(`${what}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+    return r.json;
+  };
+
+  const created: string[] = [];
+  let met = 0;
+  try {
+    let assistantId = values.assistant ?? script.assistant_id;
+    if (!assistantId && script.assistant) {
+      assistantId = expectStatus('creating the assistant', await api('POST', '/assistants', script.assistant), 201).assistant.id as string;
+      created.unshift(`/assistants/${assistantId}`);
+    }
+    if (!assistantId) throw new ApiFailure('no assistant: give --assistant, or assistant_id or assistant in the script');
+    let workflowId: string | null | undefined = values.workflow ?? script.workflow_id;
+    if (workflowId === undefined && script.workflow) {
+      workflowId = expectStatus('creating the workflow', await api('POST', '/workflows', script.workflow), 201).workflow.id as string;
+      created.unshift(`/workflows/${workflowId}`);
+    }
+
+    const started = expectStatus(
+      'starting the chat',
+      await api('POST', '/chats', {
+        assistant_id: assistantId,
+        ...(workflowId !== undefined ? { workflow_id: workflowId } : {}),
+        ...(script.variables ? { variables: script.variables } : {}),
+      }),
+      201,
+    );
+    let chat = started.chat as Chat;
+    out(`chat ${chat.id} (assistant ${assistantId}, workflow ${workflowId ?? 'none'})`);
+    const check = (label: string, expect: Expect, before: number, reply: string[]) => {
+      const now = chat.messages.slice(before);
+      for (const m of now) {
+        const where = `[${m.node_id ?? '-'}]`;
+        if (m.role === 'assistant') out(`${where} assistant: ${m.content}`);
+        else if (m.role === 'tool') out(`${where} tool ${m.tool_name ?? '?'}: ${m.content}`);
+      }
+      for (const e of chat.errors) out(`  error: ${e}`);
+      const ok = (what: string) => {
+        met++;
+        out(`  ok    ${what}`);
+      };
+      const fail = (what: string) => {
+        out(`  FAIL  ${what}`);
+        throw new Unmet(`${label}: ${what}`);
+      };
+      if (expect.expect_node !== undefined) {
+        if (chat.node_id === expect.expect_node) ok(`node is ${expect.expect_node}`);
+        else fail(`node is ${JSON.stringify(chat.node_id)}, expected ${JSON.stringify(expect.expect_node)}`);
+      }
+      if (expect.expect_reply_contains !== undefined) {
+        const said = reply.join(' ').toLowerCase();
+        for (const words of ([] as string[]).concat(expect.expect_reply_contains)) {
+          if (said.includes(words.toLowerCase())) ok(`reply contains ${JSON.stringify(words)}`);
+          else fail(`reply does not contain ${JSON.stringify(words)}`);
+        }
+      }
+      if (expect.expect_tool_call !== undefined) {
+        const called = now.filter((m) => m.role === 'tool').map((m) => m.tool_name);
+        for (const tool of ([] as string[]).concat(expect.expect_tool_call)) {
+          if (called.includes(tool)) ok(`tool ${tool} called`);
+          else fail(`tool ${tool} not called${called.length > 0 ? ` (called: ${called.join(', ')})` : ''}`);
+        }
+      }
+      if (expect.expect_status !== undefined) {
+        if (chat.status === expect.expect_status) ok(`status is ${expect.expect_status}`);
+        else fail(`status is ${chat.status}${chat.ended_reason ? ` (${chat.ended_reason})` : ''}, expected ${expect.expect_status}`);
+      }
+      if (expect.expect_ended_reason !== undefined) {
+        if (chat.ended_reason === expect.expect_ended_reason) ok(`ended ${expect.expect_ended_reason}`);
+        else fail(`ended_reason is ${JSON.stringify(chat.ended_reason)}, expected ${JSON.stringify(expect.expect_ended_reason)}`);
+      }
+    };
+    check('start', script.start ?? {}, 0, chat.messages.filter((m) => m.role === 'assistant').map((m) => m.content));
+
+    for (const [i, turn] of script.turns.entries()) {
+      const before = chat.messages.length;
+      out(`[${chat.node_id ?? '-'}] customer:  ${turn.say}`);
+      const answered = expectStatus(`turn ${i + 1}`, await api('POST', `/chats/${chat.id}/messages`, { text: turn.say }), 200);
+      chat = answered.chat as Chat;
+      // the customer's own message is the first of the turn's new ones
+      check(`turn ${i + 1}`, turn, before + 1, (answered.reply as { content: string }[]).map((m) => m.content));
+    }
+    out(`chat over: ${chat.status}${chat.ended_reason ? ` (${chat.ended_reason})` : ''}; ${met} expectation${met === 1 ? '' : 's'} met`);
+    return 0;
+  } catch (err) {
+    if (err instanceof Unmet || err instanceof ApiFailure) {
+      process.stderr.write(`chat: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    for (const path of created) {
+      const r = await api('DELETE', path).catch(() => null);
+      if (r && r.status !== 204) process.stderr.write(`chat: could not delete ${path}: HTTP ${r.status}\n`);
+    }
+  }
+}
+
+function readScript(file: string): ChatScript {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`${file}: ${(err as Error).message}`);
+  }
+  const parsed = ChatScript.safeParse(raw);
+  if (!parsed.success) throw new Error(`${file}: not a chat script\n  ${formatZodIssues(parsed.error.issues).join('\n  ')}`);
+  const s = parsed.data;
+  if (s.assistant_id && s.assistant) throw new Error(`${file}: assistant_id and assistant: give one`);
+  if (s.workflow_id !== undefined && s.workflow) throw new Error(`${file}: workflow_id and workflow: give one`);
+  return s;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`chat: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);
