@@ -1,0 +1,261 @@
+/**
+ * Turn-taking in a pipeline call, on the memory transport and fake timers: the end of the
+ * caller's turn (endpointing_min_delay / endpointing_max_delay), barge-in thresholds
+ * (interruption_min_duration, interruption_min_words), false interruptions, and lines that may
+ * not be cut. Times are exact: the fake clock does not drift. (A realtime call leaves its turns to
+ * the model's server VAD; see barge-in.test.ts for what both kinds do alike.)
+ */
+import { describe, expect, it } from 'vitest';
+import { callHarness, useFastCalls, type CallHarness } from '../helpers/call-harness.js';
+
+useFastCalls();
+
+/** A greeting long enough to talk over: five sentences, each its own TTS session and mark. */
+const LONG_LINE = [
+  'Welcome to the Acme Dental line.',
+  'Our office is open from nine to five on weekdays.',
+  'We are closed on weekends and on public holidays.',
+  'You can book, move or cancel an appointment with me.',
+  'Tell me how I can help you today.',
+];
+
+const turnTaking = (settings: Record<string, number>, extra: Record<string, unknown> = {}) => ({
+  speech_config: { turn_taking: settings },
+  ...extra,
+});
+
+/** A call that greets with LONG_LINE; resolves once the caller has heard its first sentence. */
+async function longGreeting(settings: Record<string, number>): Promise<CallHarness> {
+  const h = callHarness({ assistant: turnTaking(settings, { first_message: LONG_LINE.join(' ') }) });
+  await h.start();
+  await h.until('the first sentence heard', () => h.heard().includes(LONG_LINE[0]!));
+  return h;
+}
+
+const heardOfLine = (h: CallHarness) => h.heard().filter((t) => LONG_LINE.includes(t));
+
+describe('endpointing', () => {
+  const settings = { endpointing_min_delay: 0.5, endpointing_max_delay: 2.5 };
+
+  async function greeted() {
+    const h = callHarness({ assistant: turnTaking(settings, { first_message: 'Hi.' }) });
+    await h.start();
+    await h.until('the greeting heard', () => h.heard().includes('Hi.'));
+    return h;
+  }
+
+  it('ends the turn endpointing_min_delay after a final transcript that ends a sentence', async () => {
+    const h = await greeted();
+    await h.caller.say('What time do you open?');
+    const finalAt = h.now();
+    await h.advance(499);
+    expect(h.llm.requests).toHaveLength(0);
+    await h.advance(1);
+    expect(h.llm.requests).toHaveLength(1);
+    expect(h.rel(h.llm.requests[0]!.at) - finalAt).toBe(500);
+    expect(h.llm.asked(0)).toEqual([
+      ['assistant', 'Hi.'],
+      ['user', 'What time do you open?'],
+    ]);
+  });
+
+  it('waits endpointing_max_delay after a final with no sentence end; the vendor utterance end neither shortens nor restarts it', async () => {
+    const h = await greeted();
+    await h.caller.say('I have a question about my bill');
+    const finalAt = h.now();
+    await h.advance(1000);
+    h.stt.utteranceEnd();
+    await h.advance(1499);
+    expect(h.llm.requests).toHaveLength(0);
+    await h.advance(1);
+    expect(h.llm.requests).toHaveLength(1);
+    expect(h.rel(h.llm.requests[0]!.at) - finalAt).toBe(2500);
+  });
+
+  it('a final without the vendor endpoint (speechFinal false) waits the long delay even when it ends a sentence', async () => {
+    const h = await greeted();
+    await h.caller.say('What time do you open?', { speechFinal: false });
+    const finalAt = h.now();
+    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
+    expect(h.now() - finalAt).toBe(2500);
+  });
+
+  it('interim words with no final end the turn endpointing_max_delay after the last words, with those words', async () => {
+    const h = await greeted();
+    h.stt.speechStarted();
+    await h.advance(200);
+    h.stt.interim('I need');
+    await h.advance(300);
+    h.stt.interim('I need help');
+    const lastWordsAt = h.now();
+    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
+    expect(h.now() - lastWordsAt).toBe(2500);
+    expect(h.messages()[1]).toEqual(['user', 'I need help']);
+  });
+
+  it('the caller going on within the delay makes one turn of both finals', async () => {
+    const h = await greeted();
+    await h.caller.say('I want to book.');
+    await h.advance(300);
+    const secondAt = await h.caller.say('For Tuesday please.');
+    expect(h.llm.requests).toHaveLength(0);
+    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
+    expect(h.llm.requests).toHaveLength(1);
+    expect(h.llm.asked(0).at(-1)).toEqual(['user', 'I want to book. For Tuesday please.']);
+    expect(h.now() - secondAt).toBe(h.voice.msOf('For Tuesday please.') + 500);
+  });
+});
+
+describe('turn latency', () => {
+  it('the provider waits are the scripted model and TTS delays; on a fake clock the service share is nothing', async () => {
+    const h = callHarness({ assistant: { first_message: 'Hi.' } });
+    h.llm.reply({ text: ['We open ', 'at nine.'], firstTokenMs: 200, chunkMs: 50 });
+    h.tts.firstAudioMs = 300;
+    await h.start();
+    await h.until('the greeting', () => h.heard().includes('Hi.'));
+    await h.caller.say('What time do you open?');
+    await h.until('the reply', () => h.heard().includes('We open at nine.'), 5_000);
+    expect(h.latencies).toHaveLength(1);
+    const turn = h.latencies[0]!;
+    expect(turn).toMatchObject({ callId: h.record.id, nodeId: 'assistant', modelFirstTokenMs: 200, modelWaitMs: 250, ttsWaitMs: 300, serviceMs: 0 });
+    expect(turn.totalMs).toBe(550);
+    expect(turn.providerWaitMs).toBe(550);
+    expect(turn.outbound.framesLate).toBe(0);
+  });
+});
+
+describe('barge-in thresholds', () => {
+  it('clears the line interruption_min_duration after the caller started speaking, not before', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 0, endpointing_min_delay: 0.3 });
+    expect(h.transport.clears).toEqual([]);
+    const startedAt = await h.caller.say('I would like to book an appointment.');
+    expect(h.transport.clears.length).toBeGreaterThan(0);
+    expect(h.rel(h.transport.clears[0]!) - startedAt).toBe(300);
+    // nothing of the greeting after the clear; the next audio is the reply, after the caller's turn
+    const clearAt = h.transport.clears[0]!;
+    const after = h.transport.framesAfter(clearAt);
+    await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 10_000);
+    const firstAfter = h.transport.framesAfter(clearAt)[0]!;
+    expect(after).toHaveLength(0);
+    expect(h.rel(firstAfter.sentAt)).toBeGreaterThan(startedAt + h.voice.msOf('I would like to book an appointment.'));
+    expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
+  });
+
+  it('interruption_min_words: fewer words never cut the line; the turn is answered after it', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3 });
+    await h.caller.say('Hold on.');
+    await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 20_000);
+    expect(h.transport.clears).toEqual([]);
+    expect(h.heard()).toEqual([...LONG_LINE, 'You said: Hold on.']);
+    // the greeting is recorded once played: after the words said during it
+    expect(h.messages()).toEqual([
+      ['user', 'Hold on.'],
+      ['assistant', LONG_LINE.join(' ')],
+      ['assistant', 'You said: Hold on.'],
+    ]);
+  });
+
+  it('interruption_min_words: the line is cut when the interim transcript reaches the minimum', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3 });
+    h.stt.speechStarted();
+    await h.advance(350);
+    h.stt.interim('I would');
+    await h.advance(150);
+    expect(h.transport.clears).toEqual([]);
+    h.stt.interim('I would like');
+    const thirdWordAt = h.now();
+    await h.advance(0);
+    expect(h.transport.clears.map((t) => h.rel(t))).toEqual([thirdWordAt]);
+  });
+
+  it('a noise without words pauses the line, which resumes after false_interruption_timeout from the cut sentence, and is heard whole', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 1 });
+    const noiseAt = await h.caller.noise(500);
+    const clearAt = h.transport.clears[0]!;
+    expect(h.rel(clearAt) - noiseAt).toBe(300);
+    const resumedAt = await h.until('audio again', () => h.transport.framesAfter(clearAt).length > 0, 5_000);
+    expect(resumedAt - h.rel(clearAt)).toBe(1000);
+    await h.until('the whole line heard', () => heardOfLine(h).length === LONG_LINE.length, 20_000);
+    expect(h.heard()).toEqual(LONG_LINE);
+    expect(h.transport.clears).toHaveLength(1);
+    // the sentence the pause cut was sent again from its start
+    const cut = h.transport.frames.filter((f) => f.cutAt !== null || f.dropped);
+    expect(cut.length).toBeGreaterThan(0);
+    await h.advance(100);
+    expect(h.messages()).toEqual([['assistant', LONG_LINE.join(' ')]]);
+    expect(h.llm.requests).toHaveLength(0);
+  });
+
+  it('a key press during a pending interruption takes the turn: the line is cut at once', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 3 });
+    await h.caller.noise(400);
+    expect(h.transport.clears).toHaveLength(1);
+    h.caller.press('1');
+    await h.until('the model asked', () => h.llm.requests.length > 0, 1_000);
+    const kept = h.messages()[0]!;
+    expect(kept[0]).toBe('assistant');
+    expect(LONG_LINE.join(' ').startsWith(kept[1])).toBe(true);
+    expect(kept[1].length).toBeLessThan(LONG_LINE.join(' ').length);
+    expect(h.llm.asked(0)).toEqual([
+      ['assistant', kept[1]],
+      ['user', 'DTMF: 1'],
+    ]);
+  });
+});
+
+describe('lines that cannot be interrupted', () => {
+  const CLOSING = [
+    'Thank you for calling Acme Dental.',
+    'Your appointment details will arrive by text message.',
+    'We look forward to seeing you soon, goodbye.',
+  ];
+  const eager = { interruption_min_duration: 0.2, interruption_min_words: 0, endpointing_min_delay: 0.3 };
+
+  it("the end node's line plays to its end over the caller's speech, then the call hangs up", async () => {
+    const h = callHarness({
+      assistant: turnTaking(eager),
+      definition: {
+        version: 1,
+        entry_node: 'greeting',
+        nodes: [
+          { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.' },
+          { id: 'bye', type: 'end', first_line: CLOSING.join(' ') },
+        ],
+        edges: [{ from: 'greeting', to: 'bye', description: 'the caller says goodbye' }],
+      },
+    });
+    h.llm.reply({ calls: [{ name: 'go_to_bye' }] });
+    await h.start();
+    await h.until('greeting', () => h.heard().length === 1);
+    await h.caller.say('Goodbye now.');
+    await h.until('the closing line begins', () => h.heard().includes(CLOSING[0]!), 5_000);
+    await h.caller.say('Wait, I have one more question please.');
+    const report = await h.untilEnded();
+    expect(h.transport.clears).toEqual([]);
+    expect(h.heard().slice(1)).toEqual(CLOSING);
+    expect(report.ended_reason).toBe('assistant-ended-call');
+    expect(h.transport.hangUps).toHaveLength(1);
+    // the hang-up came once the last sentence had played
+    expect(h.rel(h.transport.hangUps[0]!)).toBeGreaterThanOrEqual(h.heardAt(CLOSING[2]!));
+    expect(report.messages.at(-1)).toMatchObject({ role: 'assistant', content: CLOSING.join(' '), node_id: 'bye' });
+  });
+
+  it("the recording consent plays to its end over the caller's speech; words over it are no turn", async () => {
+    const consent = ['This call may be recorded.', 'Recordings help us train our staff and improve our service.', 'Stay on the line if you agree.'];
+    const h = callHarness({
+      assistant: turnTaking(eager, { recording_consent: { enabled: true, message: consent.join(' ') }, first_message: 'Hi, how can I help?' }),
+    });
+    await h.start();
+    await h.until('the consent begins', () => h.heard().includes(consent[0]!));
+    await h.caller.say('Hello, is anybody there?');
+    await h.until('the first line', () => h.heard().includes('Hi, how can I help?'), 10_000);
+    await h.advance(2_000);
+    expect(h.transport.clears).toEqual([]);
+    expect(h.heard()).toEqual([...consent, 'Hi, how can I help?']);
+    expect(h.llm.requests).toHaveLength(0);
+    expect(h.messages()).toEqual([
+      ['assistant', consent.join(' ')],
+      ['assistant', 'Hi, how can I help?'],
+    ]);
+  });
+});
