@@ -620,8 +620,10 @@ export class RealtimeCall extends BaseCall {
     this.abort.abort();
     this.clearStall();
     this.pacer.close();
+    // what the caller heard of each response still playing is kept (the engine has stopped:
+    // only the record takes it), and a start() waiting for the consent line returns
+    for (const s of [...this.spoken]) this.settle(s, false);
     this.marks.clear();
-    for (const s of this.spoken) s.resolve(); // a start() waiting for the consent line returns
     this.spoken = [];
     this.requested = [];
     this.current = null;
