@@ -1,11 +1,14 @@
 /**
- * Tools and transfer during a call, end to end with the sandbox providers: a tool node calling a
- * tool server that answers, errors or never answers (10 s), the model's own tools, and a transfer
- * node moving the call through the (fake) Twilio REST API (on both kinds of call).
+ * Tools and transfer during a call, end to end with the sandbox providers: a tool node's signed
+ * tool-calls request to a real tool server that answers, fails with HTTP 500 or never answers
+ * (10 s), and a transfer node moving the call through the (fake) Twilio REST API. How the model
+ * chooses a tool node's way out, the assistant's own tools and a transfer on a realtime call are
+ * checked exactly in test/fast-calls (see docs/testing.md); test/calls/realtime.test.ts runs a
+ * tool node, an assistant tool and a transfer on realtime calls over a socket.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyWebhook } from '../../src/webhooks/verify.js';
-import { ACCOUNT_SID, AUTH_TOKEN, callKinds, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer, eventually } from '../helpers/calls.js';
+import { ACCOUNT_SID, AUTH_TOKEN, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer, eventually } from '../helpers/calls.js';
 import { startReceiver, type Receiver, type ReceiverScript, type RecordedRequest } from '../helpers/receiver.js';
 
 /** The account webhook's secret as `startCallingServer` sets it. */
@@ -28,7 +31,6 @@ afterAll(async () => {
   await tools?.close();
   await twilioApi?.close();
 });
-
 
 const messagesFor = (callId: string, type: string) => receivedMessages(s.receiver, type).filter((m) => m.call?.id === callId);
 const reportOf = (callId: string) => eventually(`the report of ${callId}`, () => messagesFor(callId, 'end-of-call-report')[0]);
@@ -108,19 +110,8 @@ describe('a tool node', () => {
     expect(report.transcript).toContain('parcel shipped already');
   }, 60_000);
 
-  it('two edges: the model chooses from the result', async () => {
-    const { call, callId } = await callTheToolNode('two', answerWith({ result: { parcel: 'shipped', carrier: 'UPS' } }));
-    await call.hear('parcel shipped already');
-    await call.hangUp();
-    expect(call.heardText()).not.toContain('could not check');
-    expect((await reportOf(callId)).nodes_visited).toEqual(['lookup', 'shipped']);
-  }, 60_000);
-
-  it.each([
-    ['an HTTP 500', { status: 500, body: { message: 'boom' } }],
-    ['an error result', answerWith({ error: 'database unavailable' })],
-  ] as [string, ReceiverScript][])('%s: tool.failed is handled (the model takes the error edge) and the call goes on', async (_name, answer) => {
-    const { call, callId } = await callTheToolNode('two', answer);
+  it('an HTTP 500: tool.failed is handled (the model takes the error edge) and the call goes on', async () => {
+    const { call, callId } = await callTheToolNode('two', { status: 500, body: { message: 'boom' } });
     await call.hear('could not check your parcel');
     // the call goes on: the caller is still connected and the assistant still answers
     await call.quiet();
@@ -128,13 +119,6 @@ describe('a tool node', () => {
     await call.hangUp();
     const report = await reportOf(callId);
     expect(report).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'problem'] });
-  }, 60_000);
-
-  it('one edge and an error: the edge is followed too (the next node sees the error)', async () => {
-    const { call, callId } = await callTheToolNode('one', { status: 503, body: 'unavailable' });
-    await call.hear('parcel shipped already');
-    await call.hangUp();
-    expect((await reportOf(callId)).nodes_visited).toEqual(['lookup', 'shipped']);
   }, 60_000);
 
   it('a tool that never answers: after 10 s the call goes on with an error result', async () => {
@@ -150,46 +134,12 @@ describe('a tool node', () => {
   }, 60_000);
 });
 
-describe("the assistant's own tools", () => {
-  it('the model calls a tool: tool-calls without node_id, the result is spoken', async () => {
-    const { number } = await s.setUpNumber({
-      assistant: sandboxAssistant({
-        first_message: 'Weather desk, go ahead.',
-        llm_config: {
-          provider: 'sandbox',
-          tools: [
-            {
-              name: 'weather_lookup',
-              description: 'the weather forecast for a city',
-              url: tools.url,
-              parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-            },
-          ],
-        },
-      }),
-    });
-    tools.script(answerWith({ result: 'sunny and warm' }));
-    const before = tools.requests.length;
-    const call = s.caller(number);
-    await call.dial();
-    await call.hear('Weather desk');
-    await call.quiet();
-    await call.say('What is the weather forecast for Paris?');
-    await call.hear('sunny and warm');
-    await call.hangUp();
-    const message = JSON.parse(tools.requests[before]!.body).message;
-    expect(message.type).toBe('tool-calls');
-    expect(message.node_id).toBeUndefined();
-    expect(message.tool_calls).toEqual([
-      { id: expect.any(String), name: 'weather_lookup', arguments: { city: expect.stringContaining('Paris') } },
-    ]);
-  }, 60_000);
-});
-
-describe.each(callKinds)('a transfer node ($kind call)', ({ assistant }) => {
+// A transfer on a realtime call: test/fast-calls/in-call.test.ts, and over a socket the tool node
+// then transfer of test/calls/realtime.test.ts.
+describe('a transfer node (pipeline call)', () => {
   /** Dials, asks for an agent; resolves when the call's Twilio REST request has arrived. */
   async function askForAnAgent() {
-    const { number } = await s.setUpNumber({ assistant: assistant(), definition: transferFlow });
+    const { number } = await s.setUpNumber({ assistant: sandboxAssistant(), definition: transferFlow });
     const call = s.caller(number);
     const outcome = await call.dial();
     const callId = outcome.kind === 'connected' ? outcome.callId : '';

@@ -69,6 +69,8 @@ describe.each(kinds)('barge-in ($kind call)', ({ kind }) => {
       ['assistant', kept],
       ['user', 'I would like to book an appointment.'],
     ]);
+    expect(model(h).requests[0]!.messages[0]!.role).toBe('system');
+    expect(model(h).requests).toHaveLength(1);
     await h.advance(10);
     expect(engineHistory(h).slice(0, 2)).toEqual([
       ['assistant', kept],
@@ -102,11 +104,21 @@ describe.each(kinds)('barge-in ($kind call)', ({ kind }) => {
       ['assistant', kept],
       ['user', 'DTMF: 2'],
     ]);
+    // the model answers the key; the caller hangs up; the report keeps the same
+    await h.until('the answer heard', () => h.messages().length === 3 && !h.transport.playing(), 10_000);
+    expect(h.messages()[2]![0]).toBe('assistant');
+    expect(h.heard().at(-1)).toBe(h.messages()[2]![1]);
+    h.caller.hangUp();
+    const report = await h.untilEnded();
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect(report.messages.slice(0, 2).map((m) => [m.role, m.content])).toEqual([
+      ['assistant', kept],
+      ['user', 'DTMF: 2'],
+    ]);
   });
 
-  // Known gap: RealtimeCall.release() resolves the responses still playing without settling them
-  // (LiveCall.release() settles every utterance), so a realtime call's record loses the heard part
-  // of the line it was playing when the caller hung up. Expected to fail there until that is fixed.
+  // A realtime call used to lose the heard part of the line playing at the hang-up (RealtimeCall's
+  // release() resolved its responses without settling them); it settles them now, as LiveCall does.
   it('a caller hanging up mid-line: only what was played is kept; no hang-up through the carrier', async () => {
     const h = await greetedLong(kind);
     h.caller.hangUp();

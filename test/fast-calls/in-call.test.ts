@@ -5,6 +5,7 @@
  * The call's own timers run on the fake clock, so a 10 s limit takes milliseconds.
  */
 import { describe, expect, it } from 'vitest';
+import { transcriptText } from '../../src/calls/transcript.js';
 import { callHarness, useFastCalls, type CallHarness } from '../helpers/call-harness.js';
 
 useFastCalls();
@@ -61,16 +62,25 @@ describe.each(kinds)('silence ($kind call)', ({ kind }) => {
     await h.until('the reply', () => h.heard().some((t) => t.startsWith('You said')), 5_000);
     const reply = h.heard().find((t) => t.startsWith('You said'))!;
     await h.until('the first reminder again', () => h.heard().filter((t) => t === 'Are you still there?').length === 2, 5_000);
+    // before the caller spoke: first_check_seconds, then interval_seconds
+    expect(firstFrameOf(h, 'Are you still there?') - h.heardAt('Hi.')).toEqual(about(1_000));
+    expect(firstFrameOf(h, 'Hello, can you hear me?') - h.heardAt('Are you still there?')).toEqual(about(3_000));
+    // after the reply: first_check_seconds again, and the first reminder
     expect(firstFrameOf(h, 'Are you still there?', 1) - h.heardAt(reply)).toEqual(about(1_000));
     expect(h.heard()).not.toContain('Is anybody there?');
-    expect(h.messages()).toEqual([
+    const said = [
       ['assistant', 'Hi.'],
       ['assistant', 'Are you still there?'],
       ['assistant', 'Hello, can you hear me?'],
       ['user', 'What are your opening hours?'],
       ['assistant', reply],
       ['assistant', 'Are you still there?'],
-    ]);
+    ];
+    expect(h.messages()).toEqual(said);
+    h.caller.hangUp();
+    const report = await h.untilEnded();
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect(report.messages.map((m) => [m.role, m.content])).toEqual(said);
   });
 
   it('silence_timeout_seconds ends the call silence-timed-out when no reminder would', async () => {
@@ -104,7 +114,9 @@ describe.each(kinds)('maximum duration ($kind call)', ({ kind }) => {
     expect(report.ended_reason).toBe('exceeded-max-duration');
     expect(h.rel(h.transport.hangUps[0]!)).toBe(10_000);
     expect(h.transport.closedAt).not.toBeNull();
+    // the report's duration_seconds is ended_at - started_at (test/webhooks/envelope.test.ts)
     expect(Date.parse(report.ended_at!) - Date.parse(report.started_at!)).toBe(10_000);
+    expect(h.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: 'exceeded-max-duration' } });
   });
 });
 
@@ -161,6 +173,23 @@ describe.each(kinds)('pronunciation and recording consent ($kind call)', ({ kind
     await h.until('the greeting', () => h.heard().length === 1);
     expect(h.heard()).toEqual(['Welcome to Ack-Me Dental.']);
     expect(h.messages()).toEqual([['assistant', 'Welcome to Acme Dental.']]);
+    if (kind === 'pipeline') {
+      // the model's own words are spoken with it too (a realtime model speaks its replies itself:
+      // only the lines it is told to say exactly are rewritten)
+      await h.caller.say('Tell me about Acme please.');
+      await h.until('the reply', () => h.heard().length === 2, 5_000);
+      expect(h.heard()).toEqual(['Welcome to Ack-Me Dental.', 'You said: Tell me about Ack-Me please.']);
+      expect(h.heard().join(' ')).not.toContain('Acme');
+      expect(h.messages().map(([, content]) => content)).toEqual([
+        'Welcome to Acme Dental.',
+        'Tell me about Acme please.',
+        'You said: Tell me about Acme please.',
+      ]);
+    }
+    h.caller.hangUp();
+    const report = await h.untilEnded();
+    expect(transcriptText(report.messages)).toContain('Welcome to Acme Dental.');
+    expect(transcriptText(report.messages)).not.toContain('Ack-Me');
   });
 
   it('the recording consent plays first, before the first line, and is recorded outside any node', async () => {
@@ -217,8 +246,14 @@ describe.each(kinds)('a transfer node ($kind call)', ({ kind }) => {
     expect(h.rel(h.transport.closedAt!) - h.rel(h.transport.transfers[0]!.at)).toBe(1_500);
     expect(h.transport.hangUps).toEqual([]);
     expect(report).toMatchObject({ ended_reason: 'call-transferred', nodes_visited: ['greeting', 'agent'], errors: [] });
+    expect(transcriptText(report.messages)).toContain('Connecting you to an agent now.');
+    // the call ended once the carrier had taken it, not when the transfer was asked for
+    const transferAt = Date.now() - (performance.now() - h.transport.transfers[0]!.at);
+    expect(Date.parse(report.ended_at!) - transferAt).toBe(1_500);
     expect(h.notifier.statuses.map((s) => s.status)).toEqual(['forwarding', 'ended']);
     expect(h.notifier.statuses[0]!.extra).toEqual({ destination: '+14155550123' });
+    expect(h.notifier.statuses[1]!.extra).toMatchObject({ ended_reason: 'call-transferred' });
+    expect(h.record).toMatchObject({ status: 'ended', ended_reason: 'call-transferred', current_node: 'agent' });
   });
 
   it('a transfer the carrier refuses: the call is hung up and ends pipeline-error-<carrier>, saying why', async () => {
@@ -228,5 +263,7 @@ describe.each(kinds)('a transfer node ($kind call)', ({ kind }) => {
     expect(report.ended_reason).toBe('pipeline-error-twilio');
     expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
     expect(h.transport.hangUps).toHaveLength(1);
+    expect(h.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: 'pipeline-error-twilio' } });
+    expect(h.record).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });
   });
 });

@@ -76,6 +76,8 @@ describe.each(kinds)('a tool node ($kind call)', ({ kind }) => {
     expect(h.heard()).toEqual(['One moment while I check that.', SHIPPED]);
     await h.advance(10);
     expect(h.record.nodes_visited).toEqual(['lookup', 'shipped']);
+    h.caller.hangUp();
+    expect(await h.untilEnded()).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'shipped'] });
   });
 
   it('an error result: the model takes the error way out and the call goes on', async () => {
@@ -86,6 +88,13 @@ describe.each(kinds)('a tool node ($kind call)', ({ kind }) => {
     expect(h.call.isEnded()).toBe(false);
     await h.advance(10);
     expect(h.record.nodes_visited).toEqual(['lookup', 'problem']);
+    // the call goes on: the caller is still connected (nothing hung up or closed) until they hang up
+    await h.advance(5_000);
+    expect(h.call.isEnded()).toBe(false);
+    expect(h.transport.hangUps).toEqual([]);
+    expect(h.transport.closedAt).toBeNull();
+    h.caller.hangUp();
+    expect(await h.untilEnded()).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'problem'] });
   });
 
   it('one way out and an error: the edge is followed with no model choice', async () => {
@@ -95,6 +104,8 @@ describe.each(kinds)('a tool node ($kind call)', ({ kind }) => {
     expect(model(h).requests.filter((r) => r.functions.includes('go_to_shipped'))).toEqual([]);
     await h.advance(10);
     expect(h.record.nodes_visited).toEqual(['lookup', 'shipped']);
+    h.caller.hangUp();
+    expect(await h.untilEnded()).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'shipped'] });
   });
 
   it('a key press while the model chooses is recorded and does not cut the choice', async () => {

@@ -166,6 +166,21 @@ describe('barge-in thresholds', () => {
     const thirdWordAt = h.now();
     await h.advance(0);
     expect(h.transport.clears.map((t) => h.rel(t))).toEqual([thirdWordAt]);
+    await h.advance(10_000);
+    expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
+  });
+
+  it('interruption_min_words: a sentence said over the line cuts it at its third word; the rest of the line is never heard', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3 });
+    const said = 'I would like to book an appointment.';
+    const startedAt = await h.caller.say(said);
+    // the interims come word by word across the speech: the third (of seven) is 3/7 of the way
+    // through (309 ms), past interruption_min_duration
+    expect(h.transport.clears.map((t) => h.rel(t) - startedAt)).toEqual([Math.round((3 * h.voice.msOf(said)) / 7)]);
+    await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 10_000);
+    expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
+    expect(heardOfLine(h)).toEqual(LONG_LINE.slice(0, heardOfLine(h).length));
+    expect(h.transport.clears).toHaveLength(1);
   });
 
   it('a noise without words pauses the line, which resumes after false_interruption_timeout from the cut sentence, and is heard whole', async () => {
@@ -183,6 +198,8 @@ describe('barge-in thresholds', () => {
     expect(cut.length).toBeGreaterThan(0);
     await h.advance(100);
     expect(h.messages()).toEqual([['assistant', LONG_LINE.join(' ')]]);
+    // kept whole, under the node that said it (`assistant`: the call has no workflow)
+    expect(h.record.messages[0]).toMatchObject({ role: 'assistant', content: LONG_LINE.join(' '), node_id: 'assistant' });
     expect(h.llm.requests).toHaveLength(0);
   });
 
@@ -200,6 +217,11 @@ describe('barge-in thresholds', () => {
       ['assistant', kept[1]],
       ['user', 'DTMF: 1'],
     ]);
+    expect(h.llm.requests[0]!.messages[0]!.role).toBe('system');
+    await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 5_000);
+    expect(h.messages().map(([role]) => role)).toEqual(['assistant', 'user', 'assistant']);
+    expect(h.messages()[1]).toEqual(['user', 'DTMF: 1']);
+    expect(h.llm.requests).toHaveLength(1);
   });
 });
 
@@ -234,6 +256,7 @@ describe('lines that cannot be interrupted', () => {
     expect(h.transport.clears).toEqual([]);
     expect(h.heard().slice(1)).toEqual(CLOSING);
     expect(report.ended_reason).toBe('assistant-ended-call');
+    expect(h.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: 'assistant-ended-call' } });
     expect(h.transport.hangUps).toHaveLength(1);
     // the hang-up came once the last sentence had played
     expect(h.rel(h.transport.hangUps[0]!)).toBeGreaterThanOrEqual(h.heardAt(CLOSING[2]!));
@@ -257,5 +280,8 @@ describe('lines that cannot be interrupted', () => {
       ['assistant', consent.join(' ')],
       ['assistant', 'Hi, how can I help?'],
     ]);
+    h.caller.hangUp();
+    const report = await h.untilEnded();
+    expect(report.messages[0]).toMatchObject({ role: 'assistant', content: consent.join(' ') });
   });
 });
