@@ -3,6 +3,7 @@
  * (never the process); a replayed voice webhook makes no second call; a media stream that goes
  * dead, or never echoes marks, does not hold its call.
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { freePort } from '../../src/net.js';
@@ -135,7 +136,9 @@ describe('a replayed voice webhook', () => {
 
   it('makes one call per AccountSid + CallSid: replays create nothing and send nothing', async () => {
     const { number } = await s.setUpNumber({ definition: frontDesk });
-    const params = { AccountSid: ACCOUNT_SID, CallSid: `CA${'7'.repeat(32)}`, CallStatus: 'ringing', Direction: 'inbound', From: '+15005550006', To: number };
+    // a fresh CallSid each run: with REDIS_URL the claim of an earlier run is still there
+    const callSid = () => `CA${randomBytes(16).toString('hex')}`;
+    const params = { AccountSid: ACCOUNT_SID, CallSid: callSid(), CallStatus: 'ringing', Direction: 'inbound', From: '+15005550006', To: number };
     const callsBefore = (await s.api('GET', '/calls?limit=100')).json.calls.length;
     const first = await post(params);
     expect(first.text).toContain('<Stream');
@@ -152,7 +155,7 @@ describe('a replayed voice webhook', () => {
     expect(updates.map((m) => [m.call.id, m.status])).toEqual([[callId, 'ringing']]);
     expect(receivedMessages(s.receiver, 'end-of-call-report').filter((m) => m.phone_number?.number === number)).toEqual([]);
     // another CallSid is another call
-    const other = await post({ ...params, CallSid: `CA${'8'.repeat(32)}` });
+    const other = await post({ ...params, CallSid: callSid() });
     expect(other.text).toContain('<Stream');
   });
 

@@ -3,6 +3,7 @@
  * credentials), the call-start checks rejecting before pickup, every kind of assistant-request
  * answer, inactive and edited workflows, and GET /calls.
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { twilioSignature } from '../../src/telephony/twilio/signature.js';
@@ -109,7 +110,8 @@ async function voiceWebhook(params: Record<string, string>, options: { sign?: bo
 
 const twilioParams = (to: string, extra: Record<string, string> = {}) => ({
   AccountSid: ACCOUNT_SID,
-  CallSid: `CA${'1'.repeat(32)}`,
+  // a fresh CallSid each time: a CallSid already taken (this run or, with REDIS_URL, an earlier one) is a replay
+  CallSid: `CA${randomBytes(16).toString('hex')}`,
   CallStatus: 'ringing',
   Direction: 'inbound',
   From: '+15005550006',
