@@ -3,6 +3,7 @@
  * read by GET /calls and GET /calls/{id} once the call session is gone, pruned by age.
  */
 import type { Db } from './db.js';
+import { DAY_MS, deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
 
 export interface LoggedMessage {
@@ -170,7 +171,6 @@ const json = (value: unknown) => JSON.stringify(value);
 /** Rows per delete statement, as for delivery attempts (a call row is larger: its messages). */
 export const DEFAULT_CALL_PRUNE_BATCH = 200;
 export const MAX_PAGE = 1000;
-const DAY_MS = 24 * 60 * 60_000;
 
 export class CallLogRepository {
   constructor(private readonly db: Db) {}
@@ -310,34 +310,10 @@ export class CallLogRepository {
   }
 
   /**
-   * Deletes the calls created before `cutoff`, oldest first, `batchSize` rows per statement (each
-   * its own short transaction), until none is left or `shouldStop()` says so; rows another
-   * process is deleting at the same moment are skipped. Returns how many rows this call deleted.
+   * Deletes the rows created before `cutoff`, oldest first, in batches (`deleteOlderThan`,
+   * src/store/retention.ts). Returns how many rows this call deleted.
    */
-  async pruneOlderThan(
-    cutoff: Date,
-    batchSize = DEFAULT_CALL_PRUNE_BATCH,
-    options: { shouldStop?: () => boolean } = {},
-  ): Promise<number> {
-    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, not ${batchSize}`);
-    if (Number.isNaN(cutoff.getTime())) throw new RangeError('cutoff is not a valid date');
-    let total = 0;
-    for (;;) {
-      const { rows } = await this.db.query<{ n: number }>(
-        `WITH doomed AS (
-           SELECT id FROM calls WHERE created_at < $1
-            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
-         ), gone AS (
-           DELETE FROM calls c USING doomed WHERE c.id = doomed.id RETURNING 1
-         )
-         SELECT count(*)::int AS n FROM gone`,
-        [cutoff.toISOString(), batchSize],
-      );
-      const n = Number(rows[0]?.n ?? 0);
-      total += n;
-      if (n < batchSize || options.shouldStop?.()) return total;
-      // let the event loop breathe between batches (PGlite runs on this thread)
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+  pruneOlderThan(cutoff: Date, batchSize = DEFAULT_CALL_PRUNE_BATCH, options: { shouldStop?: () => boolean } = {}): Promise<number> {
+    return deleteOlderThan(this.db, 'calls', cutoff, batchSize, options);
   }
 }

@@ -3,6 +3,7 @@
  * by age (migration 003, `src/webhooks/retention.ts`).
  */
 import type { Db } from './db.js';
+import { deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
 
 /** `retrying`: failed, another attempt is scheduled; `failed`: final; `gave-up`: schedule used up. */
@@ -110,36 +111,10 @@ export class DeliveryRepository {
   }
 
   /**
-   * Deletes the attempts made before `cutoff`, oldest first, `batchSize` rows per statement (each
-   * its own short transaction, so a large backlog never holds many row locks at once nor keeps
-   * PGlite's single thread busy for long), until none is left or `shouldStop()` says so. Rows
-   * another process is deleting at the same moment are skipped, not waited for. Returns how many
-   * rows this call deleted.
+   * Deletes the rows created before `cutoff`, oldest first, in batches (`deleteOlderThan`,
+   * src/store/retention.ts). Returns how many rows this call deleted.
    */
-  async pruneOlderThan(
-    cutoff: Date,
-    batchSize = DEFAULT_PRUNE_BATCH,
-    options: { shouldStop?: () => boolean } = {},
-  ): Promise<number> {
-    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, not ${batchSize}`);
-    if (Number.isNaN(cutoff.getTime())) throw new RangeError('cutoff is not a valid date');
-    let total = 0;
-    for (;;) {
-      const { rows } = await this.db.query<{ n: number }>(
-        `WITH doomed AS (
-           SELECT id FROM webhook_deliveries WHERE created_at < $1
-            ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
-         ), gone AS (
-           DELETE FROM webhook_deliveries d USING doomed WHERE d.id = doomed.id RETURNING 1
-         )
-         SELECT count(*)::int AS n FROM gone`,
-        [cutoff.toISOString(), batchSize],
-      );
-      const n = Number(rows[0]?.n ?? 0);
-      total += n;
-      if (n < batchSize || options.shouldStop?.()) return total;
-      // let the event loop breathe between batches (PGlite runs on this thread)
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+  pruneOlderThan(cutoff: Date, batchSize = DEFAULT_PRUNE_BATCH, options: { shouldStop?: () => boolean } = {}): Promise<number> {
+    return deleteOlderThan(this.db, 'webhook_deliveries', cutoff, batchSize, options);
   }
 }

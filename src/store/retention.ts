@@ -7,6 +7,7 @@
  * one PostgreSQL split the work instead of waiting on each other.
  */
 import type { Logger } from 'pino';
+import type { Db } from './db.js';
 
 export const DAY_MS = 24 * 60 * 60_000;
 /** Late enough to stay out of start-up's way, early enough that a restart loop still prunes. */
@@ -22,6 +23,42 @@ export type PruneRows = (
   retentionDays: number,
   options: { now: number; batchSize?: number; shouldStop: () => boolean },
 ) => Promise<number>;
+
+/**
+ * Deletes the rows of `table` (one with `id` and `created_at`) created before `cutoff`, oldest
+ * first, `batchSize` rows per statement (each its own short transaction, so a large backlog never
+ * holds many row locks at once nor keeps PGlite's single thread busy for long), until none is left
+ * or `shouldStop()` says so. Rows another process is deleting at the same moment are skipped, not
+ * waited for. Returns how many rows this call deleted.
+ */
+export async function deleteOlderThan(
+  db: Db,
+  table: 'calls' | 'webhook_deliveries',
+  cutoff: Date,
+  batchSize: number,
+  options: { shouldStop?: () => boolean } = {},
+): Promise<number> {
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, not ${batchSize}`);
+  if (Number.isNaN(cutoff.getTime())) throw new RangeError('cutoff is not a valid date');
+  let total = 0;
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `WITH doomed AS (
+         SELECT id FROM ${table} WHERE created_at < $1
+          ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       ), gone AS (
+         DELETE FROM ${table} t USING doomed WHERE t.id = doomed.id RETURNING 1
+       )
+       SELECT count(*)::int AS n FROM gone`,
+      [cutoff.toISOString(), batchSize],
+    );
+    const n = Number(rows[0]?.n ?? 0);
+    total += n;
+    if (n < batchSize || options.shouldStop?.()) return total;
+    // let the event loop breathe between batches (PGlite runs on this thread)
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
 
 /** What every pruner is told by its caller: how long to keep, where to log, when to run. */
 export interface PrunerSettings {
