@@ -116,8 +116,6 @@ export class CallLedger {
         r.messages = [];
         r.engine = null;
       }
-      // the report has its copy: an ended call needs no workflow snapshot (it can be large)
-      r.definition = null;
       await step('earlier saves', () => this.saveChain);
       await step('save', () => this.deps.store.save(r));
     } finally {

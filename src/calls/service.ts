@@ -241,17 +241,15 @@ export class CallService {
     record.ended_at = now;
     record.errors = errors;
     this.log.info({ callId: record.id, endedReason: reason, errors }, 'call rejected before pickup');
-    // a refused call runs nothing: it keeps no workflow snapshot (which can be large)
-    const { definition: _definition, ...kept } = record;
-    const stored: CallRecord = { ...kept, definition: null };
-    await this.o.calls.create(stored);
-    await this.o.calls.save(stored);
+    // (the store keeps no workflow snapshot of an ended call)
+    await this.o.calls.create(record);
+    await this.o.calls.save(record);
     // every call that got an id gets its status-update `ended` and its report, rejected ones too
     void this.o.notifier
       .statusUpdate(record, 'ended', { ended_reason: reason, errors })
       .then(() => this.o.notifier.endOfCallReport(record))
       .catch((err: unknown) => this.log.error({ err, callId: record.id }, 'could not queue the webhooks of a rejected call'));
-    return { kind: 'rejected', record: stored };
+    return { kind: 'rejected', record };
   }
 
   // ------------------------------------------------------------------------------------------
@@ -335,9 +333,6 @@ export class CallService {
       await this.o.calls.save(claimed);
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);
-      // the report has its copy: an ended call keeps no workflow snapshot (it can be large)
-      claimed.definition = null;
-      await this.o.calls.save(claimed);
       this.log.warn({ callId: claimed.id, endedReason: reason }, 'finalized a call nobody looked after');
       n++;
     }

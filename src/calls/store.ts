@@ -125,6 +125,14 @@ function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string 
   return last > 0 && now - last > staleMs;
 }
 
+/**
+ * What a store keeps of a record: an ended call keeps no workflow snapshot (it can be large, and
+ * the report and the call log have what they need of it).
+ */
+function kept(record: CallRecord): CallRecord {
+  return record.status === 'ended' && record.definition !== null ? { ...record, definition: null } : record;
+}
+
 export class MemoryCallStore implements CallStore {
   private readonly calls = new Map<string, CallRecord>();
   private readonly tokens = new Map<string, { hash: string; expires: number }>();
@@ -133,7 +141,7 @@ export class MemoryCallStore implements CallStore {
   constructor(private readonly retentionMs = 24 * 3600_000) {}
 
   async create(record: CallRecord) {
-    this.calls.set(record.id, structuredClone(record));
+    this.calls.set(record.id, structuredClone(kept(record)));
     this.prune();
   }
   async get(id: string) {
@@ -148,7 +156,7 @@ export class MemoryCallStore implements CallStore {
       .map((r) => structuredClone(r));
   }
   async save(record: CallRecord) {
-    this.calls.set(record.id, structuredClone(record));
+    this.calls.set(record.id, structuredClone(kept(record)));
   }
   async putStreamToken(callId: string, token: string, ttlSeconds: number) {
     this.tokens.set(callId, { hash: tokenHash(token), expires: Date.now() + ttlSeconds * 1000 });
@@ -225,7 +233,7 @@ export class RedisCallStore implements CallStore {
   async create(record: CallRecord) {
     await this.redis
       .multi()
-      .set(this.key('call', record.id), JSON.stringify(record))
+      .set(this.key('call', record.id), JSON.stringify(kept(record)))
       .zadd(this.key('calls', record.organization_id), Date.parse(record.created_at), record.id)
       .sadd(this.key('calls', 'live'), record.id)
       .exec();
@@ -253,7 +261,7 @@ export class RedisCallStore implements CallStore {
   async save(record: CallRecord) {
     const m = this.redis.multi();
     if (record.status === 'ended') {
-      m.set(this.key('call', record.id), JSON.stringify(record), 'EX', this.retentionSeconds);
+      m.set(this.key('call', record.id), JSON.stringify(kept(record)), 'EX', this.retentionSeconds);
       m.srem(this.key('calls', 'live'), record.id);
     } else {
       m.set(this.key('call', record.id), JSON.stringify(record));

@@ -71,4 +71,23 @@ describe.each(stores)('call records (%s)', (_name, make) => {
       await store.close();
     }
   });
+
+  it('keeps a live call\'s workflow snapshot and drops an ended call\'s (created or saved ended), leaving the caller\'s record alone', async () => {
+    const store = make();
+    try {
+      const definition = { version: 1, entry_node: 'greeting', nodes: [], edges: [] };
+      const live = callRecord({ definition });
+      await store.create(live);
+      expect((await store.get(live.id))?.definition).toEqual(definition);
+      live.status = 'ended';
+      await store.save(live);
+      expect((await store.get(live.id))?.definition).toBeNull();
+      expect(live.definition).toEqual(definition);
+      const refused = callRecord({ status: 'ended', definition });
+      await store.create(refused);
+      expect((await store.get(refused.id))?.definition).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
 });
