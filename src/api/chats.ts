@@ -14,6 +14,7 @@ import { createChatStore, type ChatRecord, type ChatStore } from '../chats/store
 import { ApiError, invalidRequest } from './errors.js';
 import { ErrorBody, errorResponses, IdParams } from './schemas.js';
 import { storable } from './storable.js';
+import { Variables, VariableValue } from './variables.js';
 
 export interface ChatRouteDeps {
   store: Store;
@@ -25,31 +26,6 @@ export interface ChatRouteDeps {
   /** The chat store (default: from `redisUrl`); closed with the app. */
   chats?: ChatStore;
 }
-
-/** `{{name}}` names: what DECISIONS 12 substitutes (built-ins such as `customer.name` have dots). */
-const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
-const MAX_VARIABLES = 100;
-const MAX_VARIABLE_LENGTH = 2_000;
-
-const Variables = z
-  .record(z.string(), z.string().max(MAX_VARIABLE_LENGTH))
-  .superRefine((vars, ctx) => {
-    const names = Object.keys(vars);
-    if (names.length > MAX_VARIABLES) ctx.addIssue({ code: 'custom', message: `at most ${MAX_VARIABLES} variables`, input: vars });
-    for (const name of names) {
-      if (!VARIABLE_NAME.test(name)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [name],
-          message: 'a variable name is 1 to 64 of A-Z, a-z, 0-9, _, . and -, not starting with a digit, . or -',
-          input: name,
-        });
-      }
-    }
-  })
-  .describe(
-    'values for {{name}} placeholders (DECISIONS 12), kept with the chat; strings only. Not substituted yet: see docs/chats.md',
-  );
 
 export const ChatCreateBody = storable(
   z.strictObject({
@@ -93,7 +69,7 @@ export const Chat = z.object({
     .nullable()
     .describe('assistant-ended-call (end node), call-transferred (transfer node), pipeline-error-<provider> (the model failed)'),
   errors: z.array(z.string()).describe('what went wrong, when the chat ended pipeline-error-<provider>'),
-  variables: z.record(z.string(), z.string()),
+  variables: z.record(z.string(), VariableValue).describe('the variables given at the start, as given (substituted into the assistant and workflow: docs/variables.md)'),
   messages: z.array(ChatMessage).describe('empty once a gdpr_mode chat has ended'),
   created_at: Timestamp,
   updated_at: Timestamp,

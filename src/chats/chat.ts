@@ -1,7 +1,8 @@
 /**
- * One text chat's turn: the engine session of the chat (restored from its record), its commands
- * carried out with no audio, and the record brought up to date. A `say` is an assistant message at
- * once (and "heard" whole); `run_model` is the pipeline's model turn (`src/calls/model-turn.ts`);
+ * One text chat's turn: the engine session of the chat (restored from its record, on its assistant
+ * and workflow with the chat's `{{variables}}` substituted), its commands carried out with no
+ * audio, and the record brought up to date. A `say` is an assistant message at once (and "heard"
+ * whole); `run_model` is the pipeline's model turn (`src/calls/model-turn.ts`);
  * `call_tool` is the tool node's `tool-calls` exchange; `transfer` and `hang_up` end the chat. The
  * turn is over when the engine waits for the customer again (or the chat has ended).
  */
@@ -11,6 +12,7 @@ import type { ProviderOverrides } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import { defaultCatalog, findProvider, isRealtimeProvider } from '../../engine/catalog.js';
 import type { LlmConfig, WorkflowDefinition } from '../../engine/schema.js';
+import { applyVariablesToAssistant, applyVariablesToDefinition, builtInVariables, resolveVariables } from '../../engine/variables.js';
 import type { LlmProvider, Providers } from '../providers/types.js';
 import { assistantOnlyDefinition, toolOutput } from '../calls/base-call.js';
 import { runModelTurn } from '../calls/model-turn.js';
@@ -35,6 +37,22 @@ export function chatModelConfig(block: LlmConfig): LlmConfig {
   if (block.model !== undefined) return block;
   const provider = findProvider(defaultCatalog, 'llm', block.provider);
   return provider?.default_model ? { ...block, model: provider.default_model } : block;
+}
+
+/**
+ * The values a chat's `{{name}}` placeholders take (DECISIONS 12): the built-ins of a chat (no
+ * customer, no number; `now` and `today` from when it started) under the variables it was given.
+ */
+export function chatVariableValues(record: Pick<ChatRecord, 'id' | 'assistant' | 'variables' | 'created_at'>): Record<string, string> {
+  const assistant = record.assistant as unknown as Pick<EffectiveAssistant, 'business_name'>;
+  const builtIns = builtInVariables({
+    businessName: assistant.business_name,
+    customer: null,
+    phoneNumber: null,
+    call: { id: record.id, type: 'chat' },
+    now: new Date(record.created_at),
+  });
+  return resolveVariables(builtIns, record.variables);
 }
 
 export interface ChatDeps {
@@ -81,9 +99,13 @@ class ChatTurn {
     private readonly deps: ChatDeps,
     saved: Record<string, unknown> | null,
   ) {
-    this.assistant = record.assistant as unknown as EffectiveAssistant;
+    // the record keeps the templates; each turn runs them with the chat's values (the same
+    // values every turn, so the restored session's definition is the one its snapshot was taken on)
+    const values = chatVariableValues(record);
+    this.assistant = applyVariablesToAssistant(record.assistant as unknown as EffectiveAssistant, values);
     this.log = deps.logger.child({ chatId: record.id, workflowId: record.workflow_id });
-    const definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
+    const template = record.definition as unknown as WorkflowDefinition | null;
+    const definition = template ? applyVariablesToDefinition(template, values) : assistantOnlyDefinition(this.assistant);
     const options = {
       tools: this.assistant.llm_config.tools ?? [],
       end_call_message: this.assistant.speech_config.end_call_message,

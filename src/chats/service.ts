@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { effectiveAssistant, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
+import type { VariableValue } from '../../engine/variables.js';
 import type { Store } from '../store/index.js';
 import type { Providers } from '../providers/types.js';
 import type { WebhookService } from '../webhooks/service.js';
@@ -46,7 +47,8 @@ export interface ChatServiceOptions {
 export interface StartChat {
   assistant_id: string;
   workflow_id?: string | null | undefined;
-  variables?: Record<string, string> | undefined;
+  /** Values for `{{name}}` placeholders, over the chat's built-ins (docs/variables.md). */
+  variables?: Record<string, VariableValue> | undefined;
 }
 
 export interface ChatTurnResult {
@@ -93,6 +95,7 @@ export class ChatService {
       throw new ChatError('CHAT_REJECTED', 'A call with this assistant and workflow would be refused at start; so is the chat.', problems);
     }
 
+    // `created_at` is also the chat's `now` and `today` (built-ins), at every turn
     const now = new Date().toISOString();
     const record: ChatRecord = {
       id: randomUUID(),

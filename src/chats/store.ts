@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { VariableValue } from '../../engine/variables.js';
 
 export type ChatStatus = 'active' | 'ended';
 
@@ -36,7 +37,8 @@ export interface ChatRecord {
   nodes_visited: string[];
   ended_reason: string | null;
   errors: string[];
-  variables: Record<string, string>;
+  /** As given at the start; substituted into the assistant and definition at each turn (docs/variables.md). */
+  variables: Record<string, VariableValue>;
   messages: ChatMessage[];
   created_at: string;
   updated_at: string;

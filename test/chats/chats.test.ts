@@ -421,6 +421,155 @@ describe('gdpr_mode', () => {
   });
 });
 
+describe('{{variables}} (DECISIONS 12)', () => {
+  it('the first message: given values, built-ins, and an unknown name left as written; the chat shows the values as given', async () => {
+    const assistantId = await newAssistant(
+      sandboxAssistant({ business_name: 'Acme Dental', first_message: 'Hi {{ customer_name }}, this is {{business_name}} ({{call.type}} {{call.id}}), visit {{visits}}, vip {{vip}}. {{nobody}}' }),
+    );
+    const chat = await startChat({ assistant_id: assistantId, variables: { customer_name: 'Ada', visits: 3, vip: true } });
+    expect(chat.variables).toEqual({ customer_name: 'Ada', visits: 3, vip: true });
+    expect(lines(chat.messages)).toEqual([`Hi Ada, this is Acme Dental (chat ${chat.id}), visit 3, vip true. {{nobody}}`]);
+    expect((await http('GET', `/chats/${chat.id}`)).json.chat.variables).toEqual({ customer_name: 'Ada', visits: 3, vip: true });
+  });
+
+  it('a given value wins over the built-in of the same name; a built-in with no value stays as written', async () => {
+    const assistantId = await newAssistant(sandboxAssistant({ business_name: 'Acme Dental', first_message: '{{business_name}} here. {{customer.name}}? {{customer.number}}?' }));
+    const given = await startChat({ assistant_id: assistantId, variables: { business_name: 'Acme Night Desk', 'customer.name': 'Ada' } });
+    expect(lines(given.messages)).toEqual(['Acme Night Desk here. Ada? {{customer.number}}?']);
+    const plain = await startChat({ assistant_id: assistantId });
+    expect(lines(plain.messages)).toEqual(['Acme Dental here. {{customer.name}}? {{customer.number}}?']);
+    const noName = await startChat({ assistant_id: await newAssistant(sandboxAssistant({ first_message: 'Welcome to {{business_name}}, on {{today}}.' })) });
+    expect(lines(noName.messages)).toEqual([`Welcome to {{business_name}}, on ${noName.created_at.slice(0, 10)}.`]);
+  });
+
+  it('first lines and edge messages of the workflow, at the start and in later turns (the session restored each time)', async () => {
+    const definition = {
+      version: 1,
+      entry_node: 'greeting',
+      global_prompt: 'You are the front desk of {{business_name}}.',
+      nodes: [
+        { id: 'greeting', type: 'conversation', first_line: 'Hello {{customer_name}}, this is {{business_name}}.', instructions: 'Help {{customer_name}}.' },
+        { id: 'booking', type: 'conversation', first_line: 'Let us book your {{treatment}}, {{customer_name}}.', instructions: 'Book it.' },
+        { id: 'bye', type: 'end', first_line: 'Goodbye {{customer_name}}, see you {{ when }}.' },
+      ],
+      edges: [
+        { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing, {{customer_name}}.' },
+        { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
+      ],
+    };
+    const assistantId = await newAssistant(sandboxAssistant({ business_name: 'Acme Dental' }));
+    const workflowId = await newWorkflow(definition);
+    const chat = await startChat({ assistant_id: assistantId, workflow_id: workflowId, variables: { customer_name: 'Ada', treatment: 'cleaning' } });
+    expect(lines(chat.messages)).toEqual(['Hello Ada, this is Acme Dental.']);
+    const booking = await say(chat.id, 'I would like to book an appointment');
+    expect(lines(booking.reply)).toEqual(['Sure thing, Ada.', 'Let us book your cleaning, Ada.']);
+    const bye = await say(chat.id, 'That is all, I am finished, goodbye');
+    expect(lines(bye.reply)).toEqual(['Goodbye Ada, see you {{ when }}.']);
+    expect(bye.chat).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', nodes_visited: ['greeting', 'booking', 'bye'] });
+
+    // the workflow itself is the template still: the next chat runs it with its own values
+    expect((await http('GET', `/workflows/${workflowId}`)).json.workflow.definition.nodes[0].first_line).toBe('Hello {{customer_name}}, this is {{business_name}}.');
+    const other = await startChat({ assistant_id: assistantId, workflow_id: workflowId, variables: { customer_name: 'Grace', business_name: 'Acme Kids' } });
+    expect(lines(other.messages)).toEqual(['Hello Grace, this is Acme Kids.']);
+  });
+
+  it('tool-node arguments reach the tool server substituted (strings only; numbers, booleans and null as they were)', async () => {
+    const definition = {
+      version: 1,
+      entry_node: 'greeting',
+      nodes: [
+        { id: 'greeting', type: 'conversation', first_line: 'Acme parcels, hello.' },
+        {
+          id: 'lookup',
+          type: 'tool',
+          first_line: 'Checking order {{order}}.',
+          tool_name: 'crm_fetch',
+          url: tools.url,
+          arguments: { order: '{{order}}', who: '{{ customer_name }} ({{call.id}})', priority: 2, rush: false, note: null, missing: '{{nobody}}' },
+        },
+        { id: 'shipped', type: 'conversation', first_line: 'Good news, your parcel shipped already.' },
+        { id: 'bye', type: 'end', first_line: 'Goodbye.' },
+      ],
+      edges: [
+        { from: 'greeting', to: 'lookup', description: 'the caller asks where their parcel is', message: 'Let me look.' },
+        { from: 'lookup', to: 'shipped' },
+        { from: 'shipped', to: 'bye', description: 'the caller is finished' },
+      ],
+    };
+    tools.script(answerWith({ result: 'shipped' }));
+    const chat = await startChat({ assistant_id: await newAssistant(), workflow_id: await newWorkflow(definition), variables: { order: 'A-77', customer_name: 'Ada' } });
+    const before = tools.requests.length;
+    const turn = await say(chat.id, 'Where is my parcel?');
+    expect(lines(turn.reply)).toEqual(['Let me look.', 'Checking order A-77.', 'Good news, your parcel shipped already.']);
+    expect(tools.requests.length).toBe(before + 1);
+    const message = verifyWebhook<{ message: any }>(tools.requests[before]!.body, tools.requests[before]!.headers, ACCOUNT_SECRET).payload.message;
+    expect(message.tool_calls).toEqual([
+      {
+        id: expect.any(String),
+        name: 'crm_fetch',
+        arguments: { order: 'A-77', who: `Ada (${chat.id})`, priority: 2, rush: false, note: null, missing: '{{nobody}}' },
+      },
+    ]);
+  });
+
+  it('the silence and end-call lines of the assistant are substituted too (an end node without a first line)', async () => {
+    const definition = {
+      version: 1,
+      entry_node: 'greeting',
+      nodes: [
+        { id: 'greeting', type: 'conversation', first_line: 'Hi.' },
+        { id: 'bye', type: 'end' },
+      ],
+      edges: [{ from: 'greeting', to: 'bye', description: 'the caller is finished' }],
+    };
+    const assistantId = await newAssistant(sandboxAssistant({ speech_config: { end_call_message: 'Take care, {{customer_name}}!' } }));
+    const chat = await startChat({ assistant_id: assistantId, workflow_id: await newWorkflow(definition), variables: { customer_name: 'Ada' } });
+    expect(lines((await say(chat.id, 'I am finished')).reply)).toEqual(['Take care, Ada!']);
+  });
+
+  it('bad variables are 400 with every problem, path first', async () => {
+    const assistantId = await newAssistant();
+    const cases: [unknown, string[]][] = [
+      [{ v: null }, ['variables.v: must be a string, a number or a boolean, not null']],
+      [{ v: ['x'] }, ['variables.v: must be a string, a number or a boolean, not an array']],
+      [{ v: 'x'.repeat(2_001) }, ['variables.v: must be at most 2000 characters long']],
+      [{ ['a'.repeat(65)]: 'x' }, [`variables.${'a'.repeat(65)}: a variable name is 1 to 64 of A-Z, a-z, 0-9, _, . and -, not starting with a digit, . or -`]],
+      [{ 'has space': 'x' }, ['variables["has space"]: a variable name is 1 to 64 of A-Z, a-z, 0-9, _, . and -, not starting with a digit, . or -']],
+      [{ '': 'x' }, ['variables[""]: a variable name is 1 to 64 of A-Z, a-z, 0-9, _, . and -, not starting with a digit, . or -']],
+      [Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`v${i}`, i])), ['variables: at most 100 variables (101 given)']],
+      [
+        { '-x': { a: 1 }, ok: 'fine' },
+        [
+          'variables["-x"]: must be a string, a number or a boolean, not an object',
+          'variables["-x"]: a variable name is 1 to 64 of A-Z, a-z, 0-9, _, . and -, not starting with a digit, . or -',
+        ],
+      ],
+      [{ nul: 'a\u0000b' }, ['variables.nul: must not contain the NUL character (\\u0000)']],
+    ];
+    for (const [variables, details] of cases) {
+      const r = await http('POST', '/chats', { assistant_id: assistantId, variables });
+      expect(r.status, JSON.stringify(variables).slice(0, 200)).toBe(400);
+      expect(r.json).toEqual({ error: 'Invalid request', message: expect.any(String), details });
+    }
+    const huge = await http('POST', '/chats', `{"assistant_id":"${assistantId}","variables":{"big":1e400}}`);
+    expect(huge.status).toBe(400);
+    expect(huge.json.details).toEqual([expect.stringMatching(/^variables\.big: must be a finite number/)]);
+
+    const limits = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`v${i}`, 'x'.repeat(2_000)]));
+    const atTheLimits = await http('POST', '/chats', { assistant_id: assistantId, variables: { ...limits, ['a'.repeat(64)]: 1 } });
+    expect(atTheLimits.status).toBe(400); // 101 names
+    delete limits.v0;
+    expect((await http('POST', '/chats', { assistant_id: assistantId, variables: { ...limits, ['a'.repeat(64)]: 1 } })).status).toBe(201);
+  });
+
+  it('the OpenAPI document describes the variables and their limits', async () => {
+    const doc = (await http('GET', '/openapi.json')).json;
+    const body = doc.paths['/chats'].post.requestBody.content['application/json'].schema;
+    const variables = body.properties?.variables ?? doc.components?.schemas?.[body.$ref?.split('/').pop()]?.properties?.variables;
+    expect(JSON.stringify(variables)).toContain('at most 100');
+  });
+});
+
 describe('requests', () => {
   it('bad bodies are 400 with path-first details', async () => {
     const assistantId = await newAssistant();
@@ -429,7 +578,7 @@ describe('requests', () => {
       [{ assistant_id: 'nope' }, ['assistant_id: must be a UUID']],
       [{ assistant_id: assistantId, colour: 'red' }, ['colour: unknown field']],
       [{ assistant_id: assistantId, workflow_id: 7 }, ['workflow_id: must be a string, not a number']],
-      [{ assistant_id: assistantId, variables: { name: 3 } }, ['variables.name: must be a string, not a number']],
+      [{ assistant_id: assistantId, variables: { name: { first: 'Ada' } } }, ['variables.name: must be a string, a number or a boolean, not an object']],
       [{ assistant_id: assistantId, variables: ['a'] }, ['variables: must be an object, not an array']],
       [
         { assistant_id: assistantId, variables: { '1st': 'x' } },
