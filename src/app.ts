@@ -134,7 +134,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
     if (runtime) {
-      await api.register(callRoutes(runtime.callStore));
+      await api.register(callRoutes(runtime.callStore, runtime.outbound));
       await api.register(chatRoutes({ store, providers: runtime.providers, webhooks: runtime.webhooks, logger, redisUrl: config.REDIS_URL }));
       await api.register(
         callWebhookRoutes(runtime.deliveries, {

@@ -22,6 +22,9 @@ import type { AssistantResolver } from './calls/service.js';
 import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
 import { TwilioTelephony } from './telephony/twilio/transport.js';
 import { Metrics } from './metrics.js';
+import { createCallControl, type CallControl } from './calls/control.js';
+import { createDialer } from './calls/dialer.js';
+import { OutboundCalls } from './calls/outbound-calls.js';
 
 export interface Runtime {
   providers: Providers;
@@ -29,8 +32,10 @@ export interface Runtime {
   /** The call sessions, with every call also written to the call log (`store.calls`). */
   callStore: LoggedCallStore;
   calls: CallService;
-  /** The Twilio transport: voice webhook and media streams. */
+  /** The Twilio transport: voice webhook, outbound callbacks and media streams. */
   twilio: TwilioTelephony;
+  /** Outbound calls: queued, dialled within each organization's limits, ended through the API. */
+  outbound: OutboundCalls;
   deliveries: DeliveryRepository;
   /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
   deliveryPruner: DeliveryPruner;
@@ -51,6 +56,8 @@ export interface RuntimeOptions {
   /** The call sessions (default: Redis with REDIS_URL, else in process); the runtime adds the call log. */
   callStore?: CallStore;
   webhookQueueName?: string;
+  /** The outbound dial queue's name (tests give each server its own). */
+  dialQueueName?: string;
   /** When a media stream counts as gone (tests shorten it). */
   mediaLiveness?: Partial<MediaLiveness>;
   onTurnLatency?(latency: TurnLatency): void;
@@ -84,7 +91,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     toolCalls: (call, requests, options) => webhookNotifier.toolCalls(call, requests, options),
   };
   const resolver: AssistantResolver = webhookNotifier;
+  const control: CallControl = createCallControl(o.config.REDIS_URL, o.logger.child({ component: 'calls' }));
+  let outbound: OutboundCalls | null = null;
   calls = new CallService({
+    control,
+    onCallEnded: (record) => outbound?.callEnded(record),
     store: o.store,
     calls: callStore,
     providers,
@@ -98,16 +109,35 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     },
   });
   const service = calls;
-  service.start();
+  await service.start();
   const watcher = new StreamWatcher({ ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness });
   const twilio = new TwilioTelephony({
     calls: service,
+    callStore,
     store: o.store,
     rest: o.twilioRest ?? createTwilioRest(o.config.TWILIO_API_BASE),
     logger: o.logger,
     publicUrl: o.config.PUBLIC_URL,
     watcher,
   });
+  outbound = new OutboundCalls({
+    store: o.store,
+    calls: callStore,
+    service,
+    dialer: createDialer({
+      db: o.store.db,
+      logger: o.logger.child({ component: 'outbound' }),
+      ...(o.config.REDIS_URL ? { redisUrl: o.config.REDIS_URL } : {}),
+      ...(o.dialQueueName ? { queueName: o.dialQueueName } : {}),
+    }),
+    control,
+    notifier,
+    carrier: twilio,
+    logger: o.logger,
+  });
+  twilio.outbound = outbound;
+  await outbound.start();
+  const outboundCalls = outbound;
   const deliveryPruner = new DeliveryPruner({
     deliveries,
     retentionDays: o.config.WEBHOOK_DELIVERY_RETENTION_DAYS,
@@ -129,6 +159,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     callStore,
     calls: service,
     twilio,
+    outbound: outboundCalls,
     deliveries,
     deliveryPruner,
     callLogPruner,
@@ -138,6 +169,8 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // first, so that a prune under way is over (after its current batch) before the database closes
         await deliveryPruner.stop();
         await callLogPruner.stop();
+        // queued calls stay queued (durable) for the next process
+        await outboundCalls.close();
         await service.shutdown(graceMs);
         watcher.close();
         // the reports of the calls just ended were queued: the in-process queue drops what is
@@ -151,6 +184,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         await webhooks.close();
         // lets the last call-log writes (the calls just ended) finish, then closes the sessions
         await callStore.close();
+        await control.close();
       })();
       return closing;
     },

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Store } from '../store/index.js';
-import type { AccountSettings } from '../store/account.js';
+import { outboundLimits, type AccountSettings } from '../store/account.js';
 import { maskSecret } from '../webhooks/secrets.js';
 import { needsCurrentWebhook, webhookFromInput, webhookView } from './numbers.js';
 import { Account, AccountPatchBody, errorResponses } from './schemas.js';
@@ -22,6 +22,7 @@ export const accountRoutes =
           ? { account_sid: s.twilio.account_sid, auth_token: maskSecret(s.twilio.auth_token) }
           : null,
       },
+      outbound: outboundLimits(s),
     });
 
     app.get('/account', {
@@ -34,7 +35,7 @@ export const accountRoutes =
     app.patch('/account', {
       schema: {
         tags,
-        summary: 'Set the default webhook and the telephony credentials (null clears one)',
+        summary: 'Set the default webhook, the telephony credentials and the outbound limits (null clears one)',
         body: AccountPatchBody,
         response: { 200: one, ...errorResponses },
       },
@@ -46,6 +47,7 @@ export const accountRoutes =
         const settings = await store.account.update(request.organization.id, {
           webhook,
           twilio: request.body.telephony?.twilio,
+          outbound: request.body.outbound,
         });
         return { account: view(request.organization, settings, generated) };
       },

@@ -9,12 +9,17 @@ import type { CallRecord } from '../calls/store.js';
 import { describeCall, type LoggedCallStore } from '../calls/call-log.js';
 import { transcriptText } from '../calls/transcript.js';
 import { decodeCursor, InvalidCursorError, type CallLogEntry } from '../store/calls.js';
-import { invalidRequest, notFound } from './errors.js';
-import { errorResponses, IdParams } from './schemas.js';
+import { ApiError, invalidRequest, notFound } from './errors.js';
+import { errorResponses, ErrorBody, IdParams } from './schemas.js';
+import { E164 } from '../../engine/schema.js';
+import { Variables } from './variables.js';
+import type { OutboundCalls } from '../calls/outbound-calls.js';
 
-export const CALL_STATUSES = ['ringing', 'in-progress', 'forwarding', 'ended'] as const;
-/** DECISIONS 11 and 14 name the other two; inbound phone calls are the only ones made today. */
+export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
+/** DECISIONS 14 names `web_call`; inbound and outbound phone calls are made today. */
 export const CALL_TYPES = ['inbound_phone_call', 'outbound_phone_call', 'web_call'] as const;
+/** The most customers one `POST /calls` takes (a campaign). */
+export const MAX_CUSTOMERS = 1000;
 
 const CallMessage = z.object({
   role: z.string(),
@@ -32,7 +37,13 @@ export const Call = z.object({
   status: z.enum(CALL_STATUSES),
   transport: z.string().describe('the carrier the call came through: twilio'),
   phone_number: z.object({ number: z.string(), name: z.string().nullable() }).nullable(),
-  customer: z.object({ number: z.string() }).nullable(),
+  customer: z
+    .object({ number: z.string(), name: z.string().nullable().describe('as given to POST /calls; null for inbound calls') })
+    .nullable(),
+  answered_by: z
+    .enum(['human', 'machine', 'unknown'])
+    .nullable()
+    .describe('outbound calls: who answered, as answering-machine detection said (null: nobody answered, not known yet, or an inbound call)'),
   assistant_id: z.string().nullable().describe('null for an inline assistant from assistant-request'),
   workflow_id: z.string().nullable(),
   definition_hash: z
@@ -97,6 +108,7 @@ export function callView(c: CallLogEntry) {
     transport: c.transport,
     phone_number: c.phone_number,
     customer: c.customer,
+    answered_by: (c.answered_by ?? null) as 'human' | 'machine' | 'unknown' | null,
     assistant_id: c.assistant_id,
     workflow_id: c.workflow_id,
     definition_hash: c.definition_hash,
@@ -125,13 +137,96 @@ function sessionView(session: CallRecord, logged: CallLogEntry | null) {
   return callView(entry);
 }
 
+const Customer = z.strictObject({
+  number: E164,
+  name: z.string().min(1).max(200).optional().describe('said as {{customer.name}}'),
+});
+
+export const PlaceCallBody = z
+  .strictObject({
+    number_id: z.uuid().describe("the organization's number the call is made from"),
+    customer: Customer.optional().describe('one call'),
+    customers: z
+      .array(Customer)
+      .min(1)
+      .max(MAX_CUSTOMERS)
+      .optional()
+      .describe(`a campaign: one call per customer, 1 to ${MAX_CUSTOMERS}`),
+    assistant_id: z.uuid().optional().describe("default: the number's assistant"),
+    workflow_id: z.uuid().nullable().optional().describe("default: the number's workflow; null: the assistant alone"),
+    variables: Variables.optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (b.customer && b.customers) ctx.addIssue({ code: 'custom', path: ['customers'], message: 'give customer or customers, not both' });
+    if (!b.customer && !b.customers) ctx.addIssue({ code: 'custom', path: ['customer'], message: 'required (or customers, for a list)' });
+  });
+
 /** How long a read waits for this process's call-log writes to land first. */
 const SETTLE_MS = 2_000;
 
 export const callRoutes =
-  (calls: LoggedCallStore): FastifyPluginAsyncZod =>
+  (calls: LoggedCallStore, outbound: OutboundCalls): FastifyPluginAsyncZod =>
   async (app) => {
     const tags = ['calls'];
+
+    app.post('/calls', {
+      schema: {
+        tags,
+        summary: 'Place an outbound call, or one per customer of a list',
+        description:
+          'Queues a call from one of your numbers to `customer` (or one per entry of `customers`, a campaign of up to ' +
+          `${MAX_CUSTOMERS}). The assistant and workflow default to the number's. Everything is checked before anything is ` +
+          'queued: an unknown number, assistant or workflow, or an account without Twilio credentials, is 400 `Invalid request`; ' +
+          'a failed call-start check is 400 `Call rejected` with every reason. Queued calls are dialled within the account\'s ' +
+          '`outbound` limits (`max_concurrent_calls`, `calls_per_second`) and survive a restart. With `voicemail_detection` a ' +
+          'machine gets `voicemail_message` after the beep; a person hears `speech_config.first_message_outbound` at once.',
+        body: PlaceCallBody,
+        response: {
+          201: z.union([z.object({ call: Call }), z.object({ calls: z.array(Call) })]),
+          ...errorResponses,
+        },
+      },
+      handler: async (request, reply) => {
+        const body = request.body;
+        const customers = body.customers ?? (body.customer ? [body.customer] : []);
+        const outcome = await outbound.place(request.organization.id, {
+          number_id: body.number_id,
+          customers,
+          assistant_id: body.assistant_id,
+          workflow_id: body.workflow_id,
+          variables: body.variables,
+        });
+        if (outcome.kind === 'invalid') throw invalidRequest(outcome.details);
+        if (outcome.kind === 'rejected') {
+          throw new ApiError(400, 'Call rejected', 'The call-start checks failed; nothing was dialled.', outcome.details);
+        }
+        const views = outcome.calls.map((r) => callView(describeCall(r)));
+        reply.code(201);
+        return body.customers ? { calls: views } : { call: views[0]! };
+      },
+    });
+
+    app.post('/calls/:id/end', {
+      schema: {
+        tags,
+        summary: 'End a call: queued, ringing or live',
+        description:
+          'A queued call leaves the queue and a ringing one is canceled at the carrier (`ended_reason` `canceled`); a live ' +
+          'call is hung up by the process that runs it (`api-ended-call`; the answer shows it still live, its status-update ' +
+          '`ended` follows). 409 `Call ended` when it is already over.',
+        params: IdParams,
+        response: { 202: z.object({ call: Call }), 409: ErrorBody.describe('Call ended'), ...errorResponses },
+      },
+      handler: async (request, reply) => {
+        const outcome = await outbound.end(request.organization.id, request.params.id);
+        if (outcome.kind === 'not-found') throw notFound('call', request.params.id);
+        if (outcome.kind === 'already-ended') {
+          throw new ApiError(409, 'Call ended', `The call ended (${outcome.call.ended_reason ?? 'unknown'}) at ${outcome.call.ended_at ?? 'an unknown time'}.`);
+        }
+        reply.code(202);
+        return { call: callView(describeCall(outcome.call)) };
+      },
+    });
 
     /** The call's live session, when there is one and it is the organization's; a session store that fails is no session. */
     const sessionOf = async (orgId: string, id: string, log: { warn: (o: object, m: string) => void }): Promise<CallRecord | null> => {

@@ -142,8 +142,32 @@ export const AccountPatchBody = storable(
           .optional(),
       })
       .optional(),
+    outbound: z
+      .strictObject({
+        max_concurrent_calls: z
+          .number()
+          .int()
+          .min(1)
+          .max(1000)
+          .optional()
+          .describe('live outbound calls of the organization never exceed this (default 10)'),
+        calls_per_second: z
+          .number()
+          .gt(0)
+          .max(100)
+          .optional()
+          .describe('dialling never goes faster than this; fractions allowed, 0.5 is one call every 2 s (default 1)'),
+      })
+      .nullable()
+      .optional()
+      .describe('outbound dialling limits (DECISIONS 11); null restores the defaults'),
   }),
 );
+
+export const OutboundLimits = z.object({
+  max_concurrent_calls: z.number().int(),
+  calls_per_second: z.number(),
+});
 
 export const Account = z.object({
   id: z.uuid(),
@@ -152,6 +176,7 @@ export const Account = z.object({
   telephony: z.object({
     twilio: z.object({ account_sid: z.string(), auth_token: z.string() }).nullable(),
   }),
+  outbound: OutboundLimits.describe('outbound dialling limits, defaults filled in'),
 });
 
 export const errorResponses = {

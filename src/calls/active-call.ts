@@ -1,5 +1,5 @@
 /** What the call service needs of one live call, whichever way it talks to the caller. */
-import type { CallRecord } from './store.js';
+import type { AnsweredBy, CallRecord } from './store.js';
 
 /**
  * A running call: `LiveCall` (STT → model → TTS pipeline) or `RealtimeCall` (one realtime
@@ -24,6 +24,8 @@ export interface ActiveCall {
    */
   terminate(reason: string, note?: string): Promise<void>;
   isEnded(): boolean;
+  /** Answering-machine detection said who answered (outbound calls): a machine gets the voicemail message. */
+  answeredBy(who: AnsweredBy): void;
   /** A defect inside the call (its code threw): it ends `pipeline-error-switchboard`, never the process. */
   fail(err: unknown, where: string): void;
 }

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
 import type { CallEvent } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
+import { applyVariablesToAssistant, applyVariablesToDefinition } from '../../engine/variables.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { Providers, ProviderError } from '../providers/types.js';
 import type { ActiveCall } from './active-call.js';
@@ -17,7 +18,7 @@ import { AudioBridge } from '../audio/bridge.js';
 import { CallLedger } from './ledger.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
-import type { CallRecord, CallStore } from './store.js';
+import type { AnsweredBy, CallRecord, CallStore } from './store.js';
 import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
 
 /** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
@@ -33,8 +34,12 @@ export interface LiveCallDeps {
   onEnded?(call: CallRecord): void;
 }
 
-/** A call with no workflow runs the assistant alone: one conversation node, first_message first. */
-export function assistantOnlyDefinition(assistant: EffectiveAssistant): WorkflowDefinition {
+/**
+ * A call with no workflow runs the assistant alone: one conversation node, `first_message` first
+ * (an outbound call: `speech_config.first_message_outbound`, or `first_message` when that is unset).
+ */
+export function assistantOnlyDefinition(assistant: EffectiveAssistant, outbound = false): WorkflowDefinition {
+  const first = (outbound ? assistant.speech_config.first_message_outbound : null) ?? assistant.first_message;
   const system = (assistant.llm_config.messages ?? [])
     .filter((m) => m.role === 'system')
     .map((m) => m.content)
@@ -47,7 +52,7 @@ export function assistantOnlyDefinition(assistant: EffectiveAssistant): Workflow
       {
         id: 'assistant',
         type: 'conversation',
-        ...(assistant.first_message ? { first_line: assistant.first_message } : {}),
+        ...(first ? { first_line: first } : {}),
       },
     ],
     edges: [],
@@ -77,6 +82,8 @@ export abstract class BaseCall implements ActiveCall {
   /** Latency marks of the caller's turn whose first reply frame has not left yet. */
   protected turn: PendingTurn | null = null;
   protected ended = false;
+  /** A machine answered: the voicemail message is being left, the conversation is over. */
+  protected leavingVoicemail = false;
   /** Silence prompts since the caller last gave input: after the first, `interval_seconds` apply. */
   protected silencePrompts = 0;
   /** The transfer under way: `null` once it succeeded, else the ended reason its failure gives. */
@@ -94,8 +101,13 @@ export abstract class BaseCall implements ActiveCall {
     logBindings: Record<string, unknown> = {},
   ) {
     this.record = record;
-    this.assistant = record.assistant as unknown as EffectiveAssistant;
-    this.definition = (record.definition as unknown as WorkflowDefinition | null) ?? assistantOnlyDefinition(this.assistant);
+    // {{variables}} (DECISIONS 12): the record keeps the templates, the call says the values
+    const values = record.variable_values ?? {};
+    this.assistant = applyVariablesToAssistant(record.assistant as unknown as EffectiveAssistant, values);
+    const template = record.definition as unknown as WorkflowDefinition | null;
+    this.definition = template
+      ? applyVariablesToDefinition(template, values)
+      : assistantOnlyDefinition(this.assistant, record.type === 'outbound_phone_call');
     this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, ...logBindings });
     this.ledger = new CallLedger(record, {
       store: deps.store,
@@ -126,6 +138,11 @@ export abstract class BaseCall implements ActiveCall {
   }
 
   abstract start(resumeFrom?: Record<string, unknown>): Promise<void>;
+  /**
+   * Stops the conversation (what is being said or written is cut) and says `text`, which cannot
+   * be interrupted; resolves once it has been played.
+   */
+  protected abstract leaveVoicemail(text: string): Promise<void>;
   abstract dtmf(digit: string): void;
   /** The far end has played the audio before this progress mark. */
   abstract played(name: string): void;
@@ -136,6 +153,45 @@ export abstract class BaseCall implements ActiveCall {
   audio(frame: Buffer): void {
     if (this.ended || frame.length === 0) return;
     this.callerAudio(this.bridge ? this.bridge.toProviders(frame) : frame);
+  }
+
+  /**
+   * Lines said before the workflow starts, none of them interruptible: the recording consent, and
+   * on an outbound call with a workflow, `speech_config.first_message_outbound` (the assistant
+   * speaks first; without a workflow it is the conversation's own first line).
+   */
+  protected openingLines(): string[] {
+    const lines: string[] = [];
+    if (this.assistant.recording_consent.enabled) lines.push(this.assistant.recording_consent.message);
+    const outboundFirst = this.assistant.speech_config.first_message_outbound;
+    if (this.record.type === 'outbound_phone_call' && this.record.definition !== null && outboundFirst) lines.push(outboundFirst);
+    return lines;
+  }
+
+  /**
+   * Answering-machine detection said who answered (outbound calls). A machine gets
+   * `voicemail_message` (the beep is over: detection waited for it) and the call hangs up
+   * `voicemail`; with no message it hangs up at once. A person goes on with the conversation.
+   */
+  answeredBy(who: AnsweredBy): void {
+    if (this.ended || this.leavingVoicemail) return;
+    this.record.answered_by = who;
+    this.log.info({ answeredBy: who }, 'answering-machine detection');
+    if (who !== 'machine') {
+      this.ledger.persistSoon(() => this.engineSession());
+      return;
+    }
+    this.leavingVoicemail = true;
+    this.disarmSilence();
+    const message = this.assistant.voicemail_message;
+    if (!message) {
+      void this.end('voicemail', { hangUp: true });
+      return;
+    }
+    this.guard(
+      this.leaveVoicemail(message).then(() => this.end('voicemail', { hangUp: true })),
+      'voicemail',
+    );
   }
 
   /** The transport lost its far end without a hang-up (no media, no answer to pings). */
@@ -255,11 +311,13 @@ export abstract class BaseCall implements ActiveCall {
   }
 
   protected dispatch(event: CallEvent): void {
-    if (this.ended) return;
+    // leaving a voicemail, the conversation is over: nothing more is said or asked of the model
+    if (this.ended || this.leavingVoicemail) return;
     this.carryOut(this.session.send(event));
   }
 
   protected carryOut(commands: Command[], hint: CommandHint = {}): void {
+    if (this.leavingVoicemail) return;
     for (const command of commands) {
       this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
       if (this.ended) return;
@@ -298,7 +356,7 @@ export abstract class BaseCall implements ActiveCall {
 
   /** Silence checks (`speech_config.silence`) and the hard `silence_timeout_seconds`, while the engine waits for the caller. */
   protected armSilence(): void {
-    if (this.ended || !this.session || !this.silenceCounts() || this.session.state().awaiting !== 'caller') return;
+    if (this.ended || this.leavingVoicemail || !this.session || !this.silenceCounts() || this.session.state().awaiting !== 'caller') return;
     this.disarmSilence();
     const policy = this.assistant.speech_config.silence;
     const fire = (nextMs: number) => {

@@ -79,15 +79,26 @@ export class LiveCall extends BaseCall {
       this.providerFailed(err as Error);
       return;
     }
-    if (this.assistant.recording_consent.enabled) {
-      const consent = this.speaker.say(this.assistant.recording_consent.message, false);
-      this.ledger.recordMessage('assistant', this.assistant.recording_consent.message, null);
-      await consent.played;
-      if (this.ended) return;
+    // a machine answered before the media connected: only the voicemail message is said
+    if (this.leavingVoicemail) return;
+    for (const line of this.openingLines()) {
+      const said = this.speaker.say(line, false);
+      this.ledger.recordMessage('assistant', line, null);
+      await said.played;
+      if (this.ended || this.leavingVoicemail) return;
     }
     this.engineStarted = true;
     this.carryOut(this.session.start());
     this.armSilence();
+  }
+
+  protected override async leaveVoicemail(text: string): Promise<void> {
+    this.modelRun?.abort.abort();
+    // what plays is cut (`clear`) and settled as heard; lines that cannot be cut play out first
+    for (const u of this.speaker.interrupt()) this.over(u, u.outcome());
+    const message = this.speaker.say(text, false);
+    this.ledger.recordMessage('assistant', text, null);
+    await message.played;
   }
 
   /** Caller audio (μ-law 8 kHz). */

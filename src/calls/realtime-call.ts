@@ -139,13 +139,21 @@ export class RealtimeCall extends BaseCall {
       this.providerFailed(err as Error);
       return;
     }
-    if (this.assistant.recording_consent.enabled) {
-      const consent = this.sayLine(this.assistant.recording_consent.message, false, null, null);
-      await consent.done;
-      if (this.ended) return;
+    // a machine answered before the media connected: only the voicemail message is said
+    if (this.leavingVoicemail) return;
+    for (const line of this.openingLines()) {
+      const said = this.sayLine(line, false, null, null);
+      await said.done;
+      if (this.ended || this.leavingVoicemail) return;
     }
     this.carryOut(this.session.start());
     this.armSilence();
+  }
+
+  protected override async leaveVoicemail(text: string): Promise<void> {
+    // the model stops (what it was saying is cut), and the message is a line it cannot be talked over in
+    this.bargeIn();
+    await this.sayLine(text, false, null, null).done;
   }
 
   protected override callerAudio(mulaw: Buffer): void {

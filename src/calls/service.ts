@@ -20,13 +20,22 @@ import type { CallNotifier } from './notifier.js';
 import { newCallRecord, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 import type { CallTransport } from './transport.js';
+import type { CallControl, CallControlMessage } from './control.js';
+import { builtInVariables, resolveVariables } from '../../engine/variables.js';
 
 /**
  * How the assistant for a number without one is found (the `assistant-request` exchange).
  * `workflow_id`: absent means the number's own workflow, `null` means none (the assistant alone).
  */
 export type AssistantResolution =
-  | { kind: 'assistant'; assistant_id: string | null; fields: AssistantFields; workflow_id?: string | null }
+  | {
+      kind: 'assistant';
+      assistant_id: string | null;
+      fields: AssistantFields;
+      workflow_id?: string | null;
+      /** `{{variables}}` the answer gave for the call. */
+      variables?: Record<string, string | number | boolean>;
+    }
   | { kind: 'number-settings'; workflow_id?: string | null }
   | { kind: 'rejected'; reason: 'assistant-request-failed' | 'rejected-at-start'; errors: string[] };
 
@@ -51,6 +60,10 @@ export interface CallServiceOptions {
   onTurnLatency?(latency: TurnLatency): void;
   /** A call was refused as a replay of one its carrier already gave us. */
   onReplay?(): void;
+  /** Word from other processes for the calls this one runs (API hang-ups, answering-machine detection). */
+  control?: CallControl;
+  /** A call of any kind has ended (its report queued): outbound calls give their dialling slot back. */
+  onCallEnded?(record: CallRecord): void;
 }
 
 /** An inbound call as its transport has it, before anything is decided. */
@@ -101,10 +114,28 @@ export class CallService {
     return this.live.size;
   }
 
-  start(): void {
+  async start(): Promise<void> {
     if (this.heartbeat) return;
     this.heartbeat = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.heartbeat.unref();
+    await this.o.control?.subscribe((callId, message) => this.controlled(callId, message));
+  }
+
+  /** The live call of this process with that id, if it runs here. */
+  liveCall(callId: string): ActiveCall | undefined {
+    return this.live.get(callId);
+  }
+
+  /** Word for a call: acted on by the process that runs it, ignored by the others. */
+  private controlled(callId: string, message: CallControlMessage): void {
+    const call = this.live.get(callId);
+    if (!call || call.isEnded()) return;
+    try {
+      if (message.kind === 'end') void call.terminate('api-ended-call');
+      else call.answeredBy(message.answeredBy);
+    } catch (err) {
+      call.fail(err, `control ${message.kind}`);
+    }
   }
 
   // ------------------------------------------------------------------------------------------
@@ -145,25 +176,8 @@ export class CallService {
 
     const resolved = await this.resolveAssistant(record, number, account);
     if ('rejected' in resolved) return this.rejectAtStart(record, resolved.reason, resolved.errors);
-    record.assistant_id = resolved.assistantId;
-    const assistant = effectiveAssistant(resolved.fields);
-    record.assistant = assistant as unknown as Record<string, unknown>;
-    const workflow = await this.workflowFor(number, resolved.workflowId);
-    if (workflow.unknown) {
-      // only an assistant-request answer can name a workflow that is not there (numbers have a foreign key)
-      return this.rejectAtStart(record, 'assistant-request-failed', [`workflow_id: no workflow with id "${workflow.id}"`]);
-    }
-    const { definition, note } = workflow;
-    record.workflow_id = definition ? workflow.id : null;
-    record.workflow_note = note;
-    record.definition = definition as unknown as Record<string, unknown> | null;
-
-    const problems = callStartChecks(resolved.fields, definition);
-    if (problems.length > 0) {
-      return this.rejectAtStart(record, 'rejected-at-start', problems.map((p) => `${p.code}: ${p.message}`));
-    }
-    const missing = this.missingAdapters(assistant);
-    if (missing.length > 0) return this.rejectAtStart(record, 'rejected-at-start', missing);
+    const refused = await this.prepare(record, number, resolved);
+    if (refused) return this.rejectAtStart(record, refused.reason, refused.errors);
 
     const streamToken = randomBytes(24).toString('base64url');
     await this.o.calls.create(record);
@@ -173,12 +187,43 @@ export class CallService {
     return { kind: 'accepted', record, streamToken };
   }
 
+  /**
+   * Takes the call's snapshot (the effective assistant, the workflow definition) into the record
+   * and runs the call-start checks: null when the call may start, else why not (every reason).
+   * `workflowId` undefined means the number's own workflow, null none.
+   */
+  async prepare(
+    record: CallRecord,
+    number: PhoneNumber & { organization_id: string },
+    resolved: { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined; variables?: Record<string, string | number | boolean> },
+  ): Promise<{ reason: string; errors: string[] } | null> {
+    record.assistant_id = resolved.assistantId;
+    const assistant = effectiveAssistant(resolved.fields);
+    record.assistant = assistant as unknown as Record<string, unknown>;
+    if (resolved.variables) record.variables = { ...resolved.variables };
+    const workflow = await this.workflowFor(number, resolved.workflowId);
+    if (workflow.unknown) {
+      // only an assistant-request answer can name a workflow that is not there (numbers have a foreign key)
+      return { reason: 'assistant-request-failed', errors: [`workflow_id: no workflow with id "${workflow.id}"`] };
+    }
+    const { definition, note } = workflow;
+    record.workflow_id = definition ? workflow.id : null;
+    record.workflow_note = note;
+    record.definition = definition as unknown as Record<string, unknown> | null;
+
+    const problems = callStartChecks(resolved.fields, definition);
+    if (problems.length > 0) return { reason: 'rejected-at-start', errors: problems.map((p) => `${p.code}: ${p.message}`) };
+    const missing = this.missingAdapters(assistant);
+    if (missing.length > 0) return { reason: 'rejected-at-start', errors: missing };
+    return null;
+  }
+
   private async resolveAssistant(
     record: CallRecord,
     number: PhoneNumber & { organization_id: string },
     account: AccountSettings,
   ): Promise<
-    | { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined }
+    | { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined; variables?: Record<string, string | number | boolean> }
     | { rejected: true; reason: string; errors: string[] }
   > {
     const fromNumber = async (workflowId: string | null | undefined) => {
@@ -202,9 +247,9 @@ export class CallService {
           if (!stored) {
             return { rejected: true, reason: 'assistant-request-failed', errors: [`assistant_id: no assistant with id "${outcome.assistant_id}"`] };
           }
-          return { assistantId: stored.id, fields: stored.fields, workflowId: outcome.workflow_id };
+          return { assistantId: stored.id, fields: stored.fields, workflowId: outcome.workflow_id, ...(outcome.variables ? { variables: outcome.variables } : {}) };
         }
-        return { assistantId: null, fields: outcome.fields, workflowId: outcome.workflow_id };
+        return { assistantId: null, fields: outcome.fields, workflowId: outcome.workflow_id, ...(outcome.variables ? { variables: outcome.variables } : {}) };
       }
     }
   }
@@ -252,6 +297,18 @@ export class CallService {
     return { kind: 'rejected', record };
   }
 
+  /**
+   * The callee of an outbound call answered: a one-time token for its media stream, or null when
+   * the call is no longer waiting for an answer (ended through the API meanwhile).
+   */
+  async answerOutbound(callId: string): Promise<string | null> {
+    const record = await this.o.calls.get(callId);
+    if (!record || record.status !== 'ringing' || !this.accepting) return null;
+    const streamToken = randomBytes(24).toString('base64url');
+    await this.o.calls.putStreamToken(record.id, streamToken, STREAM_TOKEN_SECONDS);
+    return streamToken;
+  }
+
   // ------------------------------------------------------------------------------------------
   // media
 
@@ -264,14 +321,28 @@ export class CallService {
     if (!callId || !token || !(await this.o.calls.consumeStreamToken(callId, token))) return null;
     const record = await this.o.calls.get(callId);
     if (!record || record.status !== 'ringing') return null;
+    const now = new Date();
     record.status = 'in-progress';
-    record.started_at = new Date().toISOString();
+    record.started_at = now.toISOString();
     record.worker_id = this.workerId;
     record.heartbeat_at = record.started_at;
+    // {{variables}}: the values are fixed as the conversation starts; the snapshot keeps the templates
+    record.variable_values = resolveVariables(
+      builtInVariables({
+        businessName: (record.assistant as { business_name?: string | null }).business_name ?? null,
+        customer: record.customer,
+        phoneNumber: record.phone_number,
+        call: { id: record.id, type: record.type },
+        now,
+      }),
+      record.variables,
+    );
     await this.o.calls.save(record);
     const call = this.newLiveCall(record, open(record));
     void this.o.notifier.statusUpdate(record, 'in-progress');
     call.start().catch((err: unknown) => call.fail(err, 'start'));
+    // answering-machine detection may have spoken before the media connected
+    if (record.answered_by) call.answeredBy(record.answered_by);
     return call;
   }
 
@@ -282,7 +353,10 @@ export class CallService {
       store: this.o.calls,
       logger: this.o.logger,
       onTurnLatency: this.o.onTurnLatency,
-      onEnded: (r) => this.live.delete(r.id),
+      onEnded: (r) => {
+        this.live.delete(r.id);
+        this.o.onCallEnded?.(r);
+      },
     };
     // a realtime assistant speaks through one speech-to-speech model instead of the pipeline
     const call: ActiveCall = (record.assistant as unknown as EffectiveAssistant).realtime
@@ -333,6 +407,7 @@ export class CallService {
       await this.o.calls.save(claimed);
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);
+      this.o.onCallEnded?.(claimed);
       this.log.warn({ callId: claimed.id, endedReason: reason }, 'finalized a call nobody looked after');
       n++;
     }
@@ -352,5 +427,26 @@ export class CallService {
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
+  }
+
+  /**
+   * Ends a call that has no live conversation (queued, or ringing before its media connected):
+   * the record, its `status-update` `ended` and its report. False when it had already ended.
+   */
+  async endUnanswered(callId: string, reason: string, errors: string[] = []): Promise<CallRecord | null> {
+    const record = await this.o.calls.get(callId);
+    if (!record || record.status === 'ended' || record.status === 'in-progress' || record.status === 'forwarding') return null;
+    record.status = 'ended';
+    record.ended_reason = reason;
+    record.ended_at = new Date().toISOString();
+    record.errors.push(...errors);
+    await this.o.calls.save(record);
+    this.log.info({ callId, endedReason: reason, errors }, 'call ended before it was answered');
+    void this.o.notifier
+      .statusUpdate(record, 'ended', { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) })
+      .then(() => this.o.notifier.endOfCallReport(record))
+      .catch((err: unknown) => this.log.error({ err, callId }, 'could not queue the webhooks of an unanswered call'));
+    this.o.onCallEnded?.(record);
+    return record;
   }
 }

@@ -6,7 +6,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-export type CallStatus = 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+/** `queued`: an outbound call waiting to be dialled (DECISIONS 11); inbound calls start `ringing`. */
+export type CallStatus = 'queued' | 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call';
+/** Who answered an outbound call, as answering-machine detection says (null: not known yet, or inbound). */
+export type AnsweredBy = 'human' | 'machine' | 'unknown';
 
 export interface CallMessage {
   role: 'assistant' | 'user' | 'tool' | 'system';
@@ -20,11 +24,22 @@ export interface CallMessage {
 export interface CallRecord {
   id: string;
   organization_id: string;
-  type: 'inbound_phone_call';
+  type: CallType;
   status: CallStatus;
   number_id: string;
   phone_number: { number: string; name: string | null };
-  customer: { number: string };
+  customer: { number: string; name?: string | null };
+  /** Outbound calls: who answered (answering-machine detection), once known. */
+  answered_by?: AnsweredBy | null;
+  /** When an outbound call was dialled (its ringing time counts from here, not from `created_at`). */
+  ringing_at?: string | null;
+  /**
+   * `{{variables}}` given for the call (`POST /calls`, an assistant-request answer): the snapshot
+   * keeps the templates, the call substitutes them as it starts (DECISIONS 12).
+   */
+  variables?: Record<string, string | number | boolean>;
+  /** The values the call substituted (built-ins and given ones), fixed when its conversation started. */
+  variable_values?: Record<string, string>;
   /** The carrier that carries the call (`twilio`), and its own ids of the call (`{call_sid, account_sid}`). */
   transport: string;
   transport_ids: Record<string, string>;
@@ -52,9 +67,13 @@ export interface CallRecord {
   heartbeat_at: string | null;
 }
 
-/** A new call as the voice webhook opens it: ringing, with no assistant, workflow or messages yet. */
+/**
+ * A new call with no assistant, workflow or messages yet: as the voice webhook opens it (inbound,
+ * `ringing`), or as `POST /calls` queues it (`outbound_phone_call`, `queued`).
+ */
 export function newCallRecord(
-  fields: Pick<CallRecord, 'organization_id' | 'number_id' | 'phone_number' | 'customer' | 'transport' | 'transport_ids'>,
+  fields: Pick<CallRecord, 'organization_id' | 'number_id' | 'phone_number' | 'customer' | 'transport' | 'transport_ids'> &
+    Partial<Pick<CallRecord, 'type' | 'status'>>,
 ): CallRecord {
   return {
     id: randomUUID(),
@@ -119,7 +138,8 @@ export const RINGING_LIMIT_MS = 150_000;
  * its stream token expired.
  */
 function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string | null = null): boolean {
-  if (r.status === 'ringing') return now - Date.parse(r.created_at) > RINGING_LIMIT_MS;
+  // an outbound call rings from its dial, after however long it waited in the queue
+  if (r.status === 'ringing') return now - Date.parse(r.ringing_at ?? r.created_at) > RINGING_LIMIT_MS;
   if (r.status !== 'in-progress' && r.status !== 'forwarding') return false;
   const last = Math.max(r.heartbeat_at ? Date.parse(r.heartbeat_at) : 0, heartbeat ? Date.parse(heartbeat) : 0);
   return last > 0 && now - last > staleMs;

@@ -126,6 +126,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
           assistant_id: call.assistant_id,
           workflow_id: call.workflow_id,
           workflow_note: call.workflow_note,
+          ...(call.type === 'outbound_phone_call' ? { answered_by: call.answered_by ?? null } : {}),
         },
         { assistant: hasAssistant ? effective : null, complete: hasAssistant ? this.completer(effective) : undefined },
       );
@@ -176,7 +177,10 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     );
     // an absent workflow_id (the number's workflow) and `null` (no workflow) stay apart
     const workflow = outcome.kind === 'assistant-id' || outcome.kind === 'inline' ? outcome.workflow_id : undefined;
-    const withWorkflow = workflow === undefined ? {} : { workflow_id: workflow };
+    const withWorkflow = {
+      ...(workflow === undefined ? {} : { workflow_id: workflow }),
+      ...((outcome.kind === 'assistant-id' || outcome.kind === 'inline') && outcome.variables ? { variables: outcome.variables } : {}),
+    };
     switch (outcome.kind) {
       case 'assistant-id':
         return { kind: 'assistant', assistant_id: outcome.assistant_id, fields: { name: '' }, ...withWorkflow };

@@ -7,9 +7,23 @@ export interface TwilioCredentials {
   auth_token: string;
 }
 
+/** Outbound dialling limits (DECISIONS 11); unset fields take the defaults. */
+export interface OutboundSettings {
+  max_concurrent_calls?: number;
+  calls_per_second?: number;
+}
+
+export const DEFAULT_OUTBOUND = { max_concurrent_calls: 10, calls_per_second: 1 } as const;
+
+/** The limits in force: the organization's, defaults filled in. */
+export function outboundLimits(s: Pick<AccountSettings, 'outbound'>): Required<OutboundSettings> {
+  return { ...DEFAULT_OUTBOUND, ...(s.outbound ?? {}) };
+}
+
 export interface AccountSettings {
   webhook: WebhookSettings | null;
   twilio: TwilioCredentials | null;
+  outbound?: OutboundSettings | null;
 }
 
 export class AccountRepository {
@@ -17,23 +31,32 @@ export class AccountRepository {
 
   async get(orgId: string): Promise<AccountSettings> {
     const { rows } = await this.db.query<AccountSettings>(
-      'SELECT webhook, twilio FROM account_settings WHERE organization_id = $1',
+      'SELECT webhook, twilio, outbound FROM account_settings WHERE organization_id = $1',
       [orgId],
     );
-    return rows[0] ?? { webhook: null, twilio: null };
+    return rows[0] ?? { webhook: null, twilio: null, outbound: null };
   }
 
   /** Replaces the provided settings (`null` clears one) and returns them all. */
   async update(orgId: string, patch: Partial<AccountSettings>): Promise<AccountSettings> {
     const json = (v: unknown) => (v === undefined || v === null ? null : JSON.stringify(v));
     const { rows } = await this.db.query<AccountSettings>(
-      `INSERT INTO account_settings (organization_id, webhook, twilio) VALUES ($1, $2, $3)
+      `INSERT INTO account_settings (organization_id, webhook, twilio, outbound) VALUES ($1, $2, $3, $6)
        ON CONFLICT (organization_id) DO UPDATE SET
          webhook = CASE WHEN $4::boolean THEN EXCLUDED.webhook ELSE account_settings.webhook END,
          twilio = CASE WHEN $5::boolean THEN EXCLUDED.twilio ELSE account_settings.twilio END,
+         outbound = CASE WHEN $7::boolean THEN EXCLUDED.outbound ELSE account_settings.outbound END,
          updated_at = now()
-       RETURNING webhook, twilio`,
-      [orgId, json(patch.webhook), json(patch.twilio), patch.webhook !== undefined, patch.twilio !== undefined],
+       RETURNING webhook, twilio, outbound`,
+      [
+        orgId,
+        json(patch.webhook),
+        json(patch.twilio),
+        patch.webhook !== undefined,
+        patch.twilio !== undefined,
+        json(patch.outbound),
+        patch.outbound !== undefined,
+      ],
     );
     return rows[0]!;
   }

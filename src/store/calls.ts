@@ -24,7 +24,9 @@ export interface CallLogEntry {
   transport_ids: Record<string, string>;
   number_id: string | null;
   phone_number: { number: string; name: string | null } | null;
-  customer: { number: string } | null;
+  customer: { number: string; name: string | null } | null;
+  /** Outbound calls: `human`, `machine` or `unknown` once answering-machine detection said; else null. */
+  answered_by: string | null;
   assistant_id: string | null;
   workflow_id: string | null;
   /** sha256 hex of the workflow definition the call ran (`hashDefinition`); null without one. Never unset once set. */
@@ -112,6 +114,8 @@ interface CallRow {
   phone_number: string | null;
   phone_number_name: string | null;
   customer_number: string | null;
+  customer_name: string | null;
+  answered_by: string | null;
   assistant_id: string | null;
   workflow_id: string | null;
   definition_hash: string | null;
@@ -142,7 +146,8 @@ const toLoggedCall = (r: CallRow): LoggedCall => ({
   transport_ids: r.transport_ids,
   number_id: r.number_id,
   phone_number: r.phone_number === null ? null : { number: r.phone_number, name: r.phone_number_name },
-  customer: r.customer_number === null ? null : { number: r.customer_number },
+  customer: r.customer_number === null ? null : { number: r.customer_number, name: r.customer_name },
+  answered_by: r.answered_by,
   assistant_id: r.assistant_id,
   workflow_id: r.workflow_id,
   definition_hash: r.definition_hash,
@@ -162,7 +167,7 @@ const toLoggedCall = (r: CallRow): LoggedCall => ({
 });
 
 const COLUMNS = `id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
-  customer_number, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
+  customer_number, customer_name, answered_by, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
   started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref, updated_at,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position`;
 
@@ -184,9 +189,10 @@ export class CallLogRepository {
     await this.db.query(
       `INSERT INTO calls (id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
          customer_number, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
-         started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref)
+         started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref,
+         customer_name, answered_by)
        VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-         $19::jsonb, $20::jsonb, $21, $22::jsonb, $23::jsonb, $24)
+         $19::jsonb, $20::jsonb, $21, $22::jsonb, $23::jsonb, $24, $25, $26)
        ON CONFLICT (id) DO UPDATE SET
          type = EXCLUDED.type,
          transport = EXCLUDED.transport,
@@ -195,6 +201,8 @@ export class CallLogRepository {
          phone_number = EXCLUDED.phone_number,
          phone_number_name = EXCLUDED.phone_number_name,
          customer_number = EXCLUDED.customer_number,
+         customer_name = EXCLUDED.customer_name,
+         answered_by = EXCLUDED.answered_by,
          assistant_id = EXCLUDED.assistant_id,
          workflow_id = EXCLUDED.workflow_id,
          definition_hash = COALESCE(EXCLUDED.definition_hash, calls.definition_hash),
@@ -237,6 +245,8 @@ export class CallLogRepository {
         json(e.errors),
         e.structured_data === null || e.structured_data === undefined ? null : json(e.structured_data),
         e.recording_ref,
+        e.customer?.name ?? null,
+        e.answered_by,
       ],
     );
   }

@@ -5,6 +5,7 @@ import { AssistantRepository } from './assistants.js';
 import { CallLogRepository } from './calls.js';
 import { KeyRepository } from './keys.js';
 import { NumberRepository } from './numbers.js';
+import { OutboundQueueRepository } from './outbound-queue.js';
 import { WorkflowRepository } from './workflows.js';
 
 export interface Store {
@@ -16,6 +17,8 @@ export interface Store {
   account: AccountRepository;
   /** The call log: every call, kept CALL_RETENTION_DAYS. */
   calls: CallLogRepository;
+  /** Outbound calls waiting to be dialled (the in-process dialer; BullMQ's are in Redis). */
+  outboundQueue: OutboundQueueRepository;
 }
 
 export function createStore(db: Db): Store {
@@ -27,5 +30,6 @@ export function createStore(db: Db): Store {
     numbers: new NumberRepository(db),
     account: new AccountRepository(db),
     calls: new CallLogRepository(db),
+    outboundQueue: new OutboundQueueRepository(db),
   };
 }

@@ -10,7 +10,8 @@ import { transcriptText } from '../calls/transcript.js';
 export type { WebhookEventType };
 /** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
 export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'chat';
-export type CallStatus = 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+/** `queued`: an outbound call waiting to be dialled (DECISIONS 11). */
+export type CallStatus = 'queued' | 'ringing' | 'in-progress' | 'forwarding' | 'ended';
 
 /** DECISIONS 7 `ended_reason` values. */
 export type EndedReason =
@@ -20,6 +21,11 @@ export type EndedReason =
   | 'silence-timed-out'
   | 'exceeded-max-duration'
   | 'voicemail'
+  | 'customer-busy'
+  | 'customer-did-not-answer'
+  | 'dial-failed'
+  | 'canceled'
+  | 'api-ended-call'
   | 'rejected-at-start'
   | 'assistant-request-failed'
   | `pipeline-error-${string}`
@@ -29,7 +35,8 @@ export type EndedReason =
 export interface CallContext {
   call: { id: string; type: CallType; status: CallStatus };
   phone_number: { number: string; name: string | null } | null;
-  customer: { number: string } | null;
+  /** `name` only when one was given (`POST /calls`). */
+  customer: { number: string; name?: string | null } | null;
 }
 
 interface MessageBase<T extends WebhookEventType> extends CallContext {
@@ -88,6 +95,8 @@ export interface EndOfCallReportMessage extends MessageBase<'end-of-call-report'
   workflow_id: string | null;
   /** Why no workflow ran although the number has one (e.g. it is inactive). */
   workflow_note?: string;
+  /** Outbound calls only: `human`, `machine`, `unknown`, or null when nobody answered or detection was off and said nothing. */
+  answered_by?: 'human' | 'machine' | 'unknown' | null;
   analysis: CallAnalysis;
 }
 
@@ -115,7 +124,7 @@ function base<T extends WebhookEventType>(
     timestamp: isoMs(at),
     call: { id: ctx.call.id, type: ctx.call.type, status },
     phone_number: ctx.phone_number ? { number: ctx.phone_number.number, name: ctx.phone_number.name } : null,
-    customer: ctx.customer ? { number: ctx.customer.number } : null,
+    customer: ctx.customer ? { number: ctx.customer.number, ...(ctx.customer.name ? { name: ctx.customer.name } : {}) } : null,
   };
 }
 
@@ -163,6 +172,8 @@ export interface EndOfCallReportInput {
   assistant_id: string | null;
   workflow_id: string | null;
   workflow_note?: string | null;
+  /** Outbound calls: who answered (present, maybe null); absent for other calls. */
+  answered_by?: 'human' | 'machine' | 'unknown' | null;
 }
 
 /** What the report needs from the call's assistant. */
@@ -204,6 +215,7 @@ export async function endOfCallReportMessage(
   };
   if (input.errors && input.errors.length > 0) message.errors = [...input.errors];
   if (input.workflow_note) message.workflow_note = input.workflow_note;
+  if (input.answered_by !== undefined) message.answered_by = input.answered_by;
   if (!options.assistant?.gdpr_mode) {
     message.transcript = transcript;
     message.messages = input.messages.map((m) => ({

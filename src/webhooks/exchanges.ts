@@ -8,6 +8,8 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { AssistantCreate, assistantProblems } from '../../engine/assistant.js';
 import { formatZodIssues } from '../../engine/validate.js';
+import type { VariableValue } from '../../engine/variables.js';
+import { Variables } from '../api/variables.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
 import type {
@@ -38,9 +40,9 @@ export interface ExchangeOptions {
 
 export type AssistantRequestOutcome =
   /** Run the organization's assistant with this id (the caller checks that it exists). */
-  | { kind: 'assistant-id'; assistant_id: string; workflow_id?: string | null }
+  | { kind: 'assistant-id'; assistant_id: string; workflow_id?: string | null; variables?: Record<string, VariableValue> }
   /** Run this assistant, already validated like `POST /assistants`. */
-  | { kind: 'inline'; assistant: AssistantCreate; workflow_id?: string | null }
+  | { kind: 'inline'; assistant: AssistantCreate; workflow_id?: string | null; variables?: Record<string, VariableValue> }
   /** An empty answer: the number's own settings apply (reject the call if it has none). */
   | { kind: 'number-settings' }
   /**
@@ -82,8 +84,8 @@ export function parseAssistantRequestAnswer(
 
   const problems: string[] = [];
   for (const key of keys) {
-    if (!['assistant_id', 'assistant', 'workflow_id', 'error'].includes(key)) {
-      problems.push(`${key}: unknown field (expected assistant_id, assistant, workflow_id or error)`);
+    if (!['assistant_id', 'assistant', 'workflow_id', 'variables', 'error'].includes(key)) {
+      problems.push(`${key}: unknown field (expected assistant_id, assistant, workflow_id, variables or error)`);
     }
   }
   if ('error' in a) {
@@ -100,7 +102,18 @@ export function parseAssistantRequestAnswer(
     else if (typeof a.workflow_id === 'string' && Uuid.safeParse(a.workflow_id).success) workflowId = a.workflow_id;
     else problems.push('workflow_id: must be a workflow id (UUID) or null');
   }
-  const withWorkflow = <T extends object>(o: T) => (workflowId === undefined ? o : { ...o, workflow_id: workflowId });
+  // {{variables}} for the call (DECISIONS 12), checked as POST /calls checks them
+  let variables: Record<string, VariableValue> | undefined;
+  if ('variables' in a) {
+    const parsed = Variables.safeParse(a.variables);
+    if (parsed.success) variables = parsed.data;
+    else problems.push(...formatZodIssues(parsed.error.issues, 'variables'));
+  }
+  const withWorkflow = <T extends object>(o: T) => ({
+    ...o,
+    ...(workflowId === undefined ? {} : { workflow_id: workflowId }),
+    ...(variables === undefined ? {} : { variables }),
+  });
 
   if ('assistant_id' in a && 'assistant' in a) {
     problems.push('assistant_id, assistant: send one of them, not both');

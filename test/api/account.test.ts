@@ -22,7 +22,13 @@ describe('account settings', () => {
     const res = await get();
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
-      account: { id: t.orgId, name: 'Acme Test', webhook: null, telephony: { twilio: null } },
+      account: {
+        id: t.orgId,
+        name: 'Acme Test',
+        webhook: null,
+        telephony: { twilio: null },
+        outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
+      },
     });
   });
 
@@ -176,6 +182,7 @@ describe('account settings', () => {
       name: 'Other Org',
       webhook: null,
       telephony: { twilio: null },
+      outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
     });
     expect(theirs.json().account.id).not.toBe(t.orgId);
     await patch({ webhook: { url: 'https://other.example.com/h' } }, t.otherKey);
@@ -184,5 +191,26 @@ describe('account settings', () => {
     await patch({ webhook: null }, t.otherKey);
     expect((await get()).json().account.webhook.url).toBe('https://acme.example.com/h');
     expect((await get()).json().account.telephony.twilio.account_sid).toBe(SID);
+  });
+
+  it('outbound limits: set, partly set (the rest default), refused out of range, cleared with null', async () => {
+    const set = await patch({ outbound: { max_concurrent_calls: 3, calls_per_second: 0.5 } });
+    expect(set.statusCode).toBe(200);
+    expect(set.json().account.outbound).toEqual({ max_concurrent_calls: 3, calls_per_second: 0.5 });
+    expect((await get()).json().account.outbound).toEqual({ max_concurrent_calls: 3, calls_per_second: 0.5 });
+    // the other settings are untouched by it, and it by them
+    await patch({ webhook: null });
+    expect((await get()).json().account.outbound).toEqual({ max_concurrent_calls: 3, calls_per_second: 0.5 });
+    expect((await patch({ outbound: { max_concurrent_calls: 4 } })).json().account.outbound).toEqual({
+      max_concurrent_calls: 4,
+      calls_per_second: 1,
+    });
+    for (const bad of [{ max_concurrent_calls: 0 }, { max_concurrent_calls: 1.5 }, { calls_per_second: 0 }, { calls_per_second: -1 }, { calls_per_second: 101 }, { burst: 2 }]) {
+      const res = await patch({ outbound: bad });
+      expect(res.statusCode, JSON.stringify(bad)).toBe(400);
+      expect(res.json().details.join(' ')).toMatch(/^outbound\./);
+    }
+    expect((await get()).json().account.outbound).toEqual({ max_concurrent_calls: 4, calls_per_second: 1 });
+    expect((await patch({ outbound: null })).json().account.outbound).toEqual({ max_concurrent_calls: 10, calls_per_second: 1 });
   });
 });

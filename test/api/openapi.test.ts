@@ -234,8 +234,11 @@ describe('GET /openapi.json of a server that takes calls', () => {
 
   it('lists the call routes with their methods, summaries and errors', () => {
     const paths = callsDoc.paths as Json;
-    expect(Object.keys(paths['/calls']).filter((m) => HTTP_METHODS.has(m))).toEqual(['get']);
+    expect(Object.keys(paths['/calls']).filter((m) => HTTP_METHODS.has(m)).sort()).toEqual(['get', 'post']);
     expect(Object.keys(paths['/calls/{id}']).filter((m) => HTTP_METHODS.has(m))).toEqual(['get']);
+    expect(Object.keys(paths['/calls/{id}/end']).filter((m) => HTTP_METHODS.has(m))).toEqual(['post']);
+    expect(Object.keys(paths['/calls'].post.responses)).toEqual(expect.arrayContaining(['201', '400', '401', '429']));
+    expect(Object.keys(paths['/calls/{id}/end'].post.responses)).toEqual(expect.arrayContaining(['202', '404', '409']));
     for (const path of ['/calls', '/calls/{id}']) {
       const op = paths[path].get;
       expect(op.summary).toEqual(expect.any(String));
@@ -252,7 +255,7 @@ describe('GET /openapi.json of a server that takes calls', () => {
     expect(Object.keys(params).sort()).toEqual(['assistant_id', 'cursor', 'limit', 'number_id', 'since', 'status', 'type', 'until']);
     for (const p of Object.values(params)) expect(p).toMatchObject({ in: 'query' });
     expect(derefIn(params.limit.schema)).toMatchObject({ minimum: 1, maximum: 100, default: 50 });
-    expect(derefIn(params.status.schema)?.enum).toEqual(['ringing', 'in-progress', 'forwarding', 'ended']);
+    expect(derefIn(params.status.schema)?.enum).toEqual(['queued', 'ringing', 'in-progress', 'forwarding', 'ended']);
     expect(derefIn(params.assistant_id.schema)).toMatchObject({ type: 'string', format: 'uuid' });
     expect(derefIn(params.since.schema)).toMatchObject({ type: 'string', format: 'date-time' });
 

@@ -2,8 +2,6 @@
  * A calling server for end-to-end tests: the real app with its runtime on a real port, an
  * organization with Twilio credentials, a webhook receiver, and a fake Twilio REST API.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -11,6 +9,7 @@ import { createLogger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/index.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
 import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
+import { startTwilioStandIn, type TwilioStandIn, type TwilioStandInOptions } from '../../src/sim/twilio.js';
 import { createTestDb, defaultDbKind, type TestDb } from './db.js';
 import { startReceiver, type Receiver, type ReceiverScript } from './receiver.js';
 import { freePort } from '../../src/net.js';
@@ -18,30 +17,15 @@ import { freePort } from '../../src/net.js';
 export const AUTH_TOKEN = 'test-auth-token-0123456789';
 export const ACCOUNT_SID = `AC${'a'.repeat(32)}`;
 
-export interface FakeTwilioRest {
-  url: string;
-  requests: { path: string; form: URLSearchParams }[];
-  close(): Promise<void>;
-}
+/**
+ * Twilio's REST API for the tests: the Twilio stand-in (src/sim/twilio.ts) with the test account.
+ * `requests` keeps every request (`path`, `form`); updates for the inbound calls that tests place
+ * straight at the voice webhook are taken as for calls in progress (200), as the fake did.
+ */
+export type FakeTwilioRest = TwilioStandIn;
 
-export async function startFakeTwilioRest(): Promise<FakeTwilioRest> {
-  const requests: FakeTwilioRest['requests'] = [];
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      requests.push({ path: req.url ?? '', form: new URLSearchParams(body) });
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ sid: 'CA0', status: 'in-progress' }));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
+export async function startFakeTwilioRest(options: TwilioStandInOptions = {}): Promise<FakeTwilioRest> {
+  return startTwilioStandIn({ accounts: { [ACCOUNT_SID]: AUTH_TOKEN }, adoptUnknownCalls: true, ...options });
 }
 
 export interface CallingServer {
@@ -117,7 +101,7 @@ export async function startCallingServer(
     ...env,
   });
   const logger = createLogger(config.LOG_LEVEL);
-  const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}`, ...runtimeOptions });
+  const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}`, dialQueueName: `test-dial-${port}-${Date.now()}`, ...runtimeOptions });
   const app = await buildApp({ config, store, logger, runtime });
   await app.listen({ port, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${port}`;

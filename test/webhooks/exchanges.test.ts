@@ -42,6 +42,12 @@ describe('parseAssistantRequestAnswer: every answer form of DECISIONS 7', () => 
   it.each<[string, number, string, unknown]>([
     ['assistant_id', 200, JSON.stringify({ assistant_id: assistantId }), { kind: 'assistant-id', assistant_id: assistantId }],
     [
+      'assistant_id with variables',
+      200,
+      JSON.stringify({ assistant_id: assistantId, variables: { name: 'Eve', vip: true, visits: 3 } }),
+      { kind: 'assistant-id', assistant_id: assistantId, variables: { name: 'Eve', vip: true, visits: 3 } },
+    ],
+    [
       'assistant_id with workflow_id',
       200,
       JSON.stringify({ assistant_id: assistantId, workflow_id: workflowId }),
@@ -71,11 +77,12 @@ describe('parseAssistantRequestAnswer: every answer form of DECISIONS 7', () => 
     ['not JSON', 200, '<html>', failed('the answer is not JSON (send {"assistant_id": "..."}, {"assistant": {...}}, {"error": "..."} or an empty body)')],
     ['a JSON array', 200, '[]', failed('the answer must be a JSON object')],
     ['a non-UUID assistant_id', 200, '{"assistant_id":"asst_1"}', failed('assistant_id: must be an assistant id (UUID)')],
-    ['a misspelt field', 200, JSON.stringify({ assistantId }), failed('assistantId: unknown field (expected assistant_id, assistant, workflow_id or error)', 'the answer needs assistant_id or assistant (workflow_id alone does not choose an assistant)')],
+    ['a misspelt field', 200, JSON.stringify({ assistantId }), failed('assistantId: unknown field (expected assistant_id, assistant, workflow_id, variables or error)', 'the answer needs assistant_id or assistant (workflow_id alone does not choose an assistant)')],
     ['both forms', 200, JSON.stringify({ assistant_id: assistantId, assistant: validInline }), failed('assistant_id, assistant: send one of them, not both')],
     ['a bad workflow_id', 200, JSON.stringify({ assistant_id: assistantId, workflow_id: 7 }), failed('workflow_id: must be a workflow id (UUID) or null')],
     ['workflow_id alone', 200, JSON.stringify({ workflow_id: workflowId }), failed('the answer needs assistant_id or assistant (workflow_id alone does not choose an assistant)')],
     ['an empty error', 200, '{"error":""}', failed('error: must be a non-empty string')],
+    ['bad variables', 200, JSON.stringify({ assistant_id: assistantId, variables: { n: [1] } }), failed('variables.n: must be a string, a number or a boolean, not an array')],
     ['an answer over the cap', 200, '{}', failed('the answer is larger than 64 KiB')],
   ])('%s', (name, status, body, expected) => {
     expect(parseAssistantRequestAnswer(status, body, name === 'an answer over the cap')).toEqual(expected);

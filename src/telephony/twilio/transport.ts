@@ -8,20 +8,31 @@ import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import type { ActiveCall } from '../../calls/active-call.js';
 import type { CallService } from '../../calls/service.js';
-import type { CallRecord } from '../../calls/store.js';
+import type { AnsweredBy, CallRecord, CallStore } from '../../calls/store.js';
+import type { OutboundCalls, OutboundCarrier } from '../../calls/outbound-calls.js';
+import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
+import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
 import { PendingMarks, StreamWatcher } from '../liveness.js';
 import { clearMessage, markMessage, mediaMessage, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
-import { connectStreamTwiml, rejectTwiml } from './twiml.js';
+import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
 export const MEDIA_PATH = '/telephony/twilio/media';
+/** Outbound calls: Twilio asks here for the TwiML once the callee answers. */
+export const ANSWER_PATH = '/telephony/twilio/outbound';
+/** Outbound calls: Twilio's status callbacks (initiated, ringing, answered, completed and the failures). */
+export const STATUS_PATH = '/telephony/twilio/status';
+/** Outbound calls: the asynchronous answering-machine detection result. */
+export const AMD_PATH = '/telephony/twilio/amd';
 
 export interface TwilioTelephonyOptions {
   calls: CallService;
+  /** The call sessions (outbound callbacks find their call by the id in their URL). */
+  callStore: CallStore;
   store: Store;
   rest: TwilioRest;
   logger: Logger;
@@ -34,8 +45,21 @@ export type VoiceWebhookResult =
   | { status: 200; twiml: string; callId: string }
   | { status: 400 | 403 | 404; message: string };
 
-export class TwilioTelephony {
+export type CallbackResult = { status: 204 } | { status: 400 | 403 | 404; message: string };
+
+/** Twilio's `AnsweredBy` values, as `answered_by` says them. */
+export function answeredBy(value: string): AnsweredBy | null {
+  if (value === 'human') return 'human';
+  if (value === 'unknown') return 'unknown';
+  if (value === 'fax' || value.startsWith('machine_')) return 'machine';
+  return null;
+}
+
+export class TwilioTelephony implements OutboundCarrier {
+  readonly kind = 'twilio';
   private readonly log: Logger;
+  /** Set once outbound calls are wired (the runtime makes them after the transport). */
+  outbound: OutboundCalls | null = null;
 
   constructor(private readonly o: TwilioTelephonyOptions) {
     this.log = o.logger.child({ component: 'calls', transport: 'twilio' });
@@ -85,6 +109,117 @@ export class TwilioTelephony {
         };
       }
     }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // outbound calls: placing them, and Twilio's callbacks about them
+
+  unusable(account: AccountSettings): string | null {
+    return account.twilio ? null : 'the account has no Twilio credentials (PATCH /account with telephony.twilio)';
+  }
+
+  async place(record: CallRecord, account: AccountSettings): Promise<Record<string, string>> {
+    if (!account.twilio) throw new TwilioRestError('the organization has no Twilio credentials');
+    const base = this.o.publicUrl.replace(/\/$/, '');
+    const q = `?call_id=${encodeURIComponent(record.id)}`;
+    const assistant = record.assistant as { voicemail_detection?: boolean };
+    const callSid = await this.o.rest.createCall(account.twilio, {
+      to: record.customer.number,
+      from: record.phone_number.number,
+      url: `${base}${ANSWER_PATH}${q}`,
+      statusCallback: `${base}${STATUS_PATH}${q}`,
+      timeoutSeconds: RING_TIMEOUT_SECONDS,
+      machineDetection: assistant.voicemail_detection ? { callback: `${base}${AMD_PATH}${q}` } : null,
+    });
+    return { call_sid: callSid, account_sid: account.twilio.account_sid };
+  }
+
+  async cancel(record: CallRecord, account: AccountSettings): Promise<void> {
+    const callSid = record.transport_ids.call_sid;
+    if (!account.twilio || !callSid) return;
+    // an outbound call not answered yet is canceled; anything else is hung up
+    if (record.type === 'outbound_phone_call') await this.o.rest.cancel(account.twilio, callSid);
+    else await this.o.rest.hangUp(account.twilio, callSid);
+  }
+
+  /**
+   * A callback about one of our outbound calls: its call id is in the URL we gave Twilio, and it
+   * must be signed with the auth token of the call's organization (as the voice webhook is).
+   */
+  private async verifiedCall(
+    url: string,
+    params: FormParams,
+    signature: string | undefined,
+  ): Promise<{ record: CallRecord } | { status: 400 | 403 | 404; message: string }> {
+    const callId = new URL(url).searchParams.get('call_id') ?? '';
+    if (!/^[0-9a-f-]{36}$/i.test(callId)) return { status: 400, message: 'call_id is missing from the callback URL' };
+    const record = await this.o.callStore.get(callId);
+    if (!record || record.type !== 'outbound_phone_call') return { status: 404, message: `no outbound call ${callId}` };
+    const account = await this.o.store.account.get(record.organization_id);
+    const token = account.twilio?.auth_token;
+    if (!token || !verifyTwilioSignature(token, url, params, signature)) {
+      this.log.warn({ callId, hasCredentials: !!token }, 'Twilio callback refused: bad or missing X-Twilio-Signature');
+      return { status: 403, message: 'invalid signature' };
+    }
+    // a callback for another carrier call than the one we placed for this id changes nothing
+    const sid = typeof params.CallSid === 'string' ? params.CallSid : '';
+    const ours = record.transport_ids.call_sid;
+    if (ours && sid && sid !== ours) return { status: 400, message: 'CallSid is not the call placed for this call_id' };
+    return { record };
+  }
+
+  /** `POST /telephony/twilio/outbound`: the callee answered; the call connects to our media stream. */
+  async answer(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
+    const verified = await this.verifiedCall(url, params, signature);
+    if (!('record' in verified)) return verified;
+    const { record } = verified;
+    const streamToken = await this.o.calls.answerOutbound(record.id);
+    if (!streamToken) {
+      this.log.info({ callId: record.id, status: record.status }, 'an outbound call answered after it ended: hanging up');
+      return { status: 200, twiml: hangupTwiml(), callId: record.id };
+    }
+    const streamUrl = `${this.o.publicUrl.replace(/^http/, 'ws').replace(/\/$/, '')}${MEDIA_PATH}`;
+    return { status: 200, twiml: connectStreamTwiml(streamUrl, { call_id: record.id, token: streamToken }), callId: record.id };
+  }
+
+  /** `POST /telephony/twilio/status`: the call's progress; the ends of calls never answered. */
+  async status(url: string, params: FormParams, signature: string | undefined): Promise<CallbackResult> {
+    const verified = await this.verifiedCall(url, params, signature);
+    if (!('record' in verified)) return verified;
+    const { record } = verified;
+    const status = typeof params.CallStatus === 'string' ? params.CallStatus : '';
+    this.log.debug({ callId: record.id, twilioStatus: status }, 'Twilio status callback');
+    const errors: string[] = [];
+    const code = typeof params.ErrorCode === 'string' ? params.ErrorCode : typeof params.SipResponseCode === 'string' ? `SIP ${params.SipResponseCode}` : '';
+    if (status === 'failed') errors.push(`twilio: the call failed${code ? ` (${code})` : ''}`);
+    switch (status) {
+      case 'completed':
+      case 'busy':
+      case 'no-answer':
+      case 'failed':
+      case 'canceled':
+        await this.outboundCalls().progress(record.id, status, errors);
+        break;
+      default:
+      // queued, initiated, ringing, in-progress: the call says these itself
+    }
+    return { status: 204 };
+  }
+
+  /** `POST /telephony/twilio/amd`: who answered (the greeting and its beep are over for a machine). */
+  async machineDetection(url: string, params: FormParams, signature: string | undefined): Promise<CallbackResult> {
+    const verified = await this.verifiedCall(url, params, signature);
+    if (!('record' in verified)) return verified;
+    const value = typeof params.AnsweredBy === 'string' ? params.AnsweredBy : '';
+    const who = answeredBy(value);
+    if (!who) return { status: 400, message: `AnsweredBy: unknown value "${value}"` };
+    await this.outboundCalls().detected(verified.record.id, who);
+    return { status: 204 };
+  }
+
+  private outboundCalls(): OutboundCalls {
+    if (!this.outbound) throw new Error('outbound calls are not wired');
+    return this.outbound;
   }
 
   // ------------------------------------------------------------------------------------------

@@ -21,3 +21,8 @@ export function dialTwiml(destination: string, callerId?: string): string {
   const attr = callerId ? ` callerId="${escapeXml(callerId)}"` : '';
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial${attr}>${escapeXml(destination)}</Dial></Response>`;
 }
+
+/** Ends the call at once (an outbound call answered after it was ended). */
+export function hangupTwiml(): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>`;
+}

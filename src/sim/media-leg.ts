@@ -1,0 +1,420 @@
+/**
+ * Twilio's side of one Media Streams WebSocket with a simulated person (or machine) on the line:
+ * it opens the socket as Twilio does (`connected`, `start` with the `<Parameter>`s, a `media`
+ * frame every 20 ms, speech or silence), speaks with sandbox TTS audio, hears what the server
+ * streams through the sandbox STT while playing it in real time (echoing marks once "played",
+ * dropping unplayed audio on `clear`), presses keys and hangs up.
+ *
+ * The simulated inbound caller (./caller.ts) and the callee of the Twilio stand-in (./twilio.ts)
+ * are both one of these on the line.
+ */
+import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
+import { synthesizeSandboxSpeech } from '../providers/sandbox/tts.js';
+import { createSandboxStt } from '../providers/sandbox/stt.js';
+import type { SttSession } from '../providers/types.js';
+
+export const FRAME = 160;
+const SILENCE = 0xff;
+
+export interface HeardLine {
+  text: string;
+  at: number;
+}
+
+/** One stretch of audio the leg sent (a `say`, a `mumble`, a tone): when its first and last sound left. */
+export interface SpokenLine {
+  text: string;
+  /** When the first frame with sound was sent. */
+  startedAt: number;
+  /** When the last frame with sound was sent (the trailing silence of the audio not counted). */
+  endedAt: number;
+}
+
+/**
+ * Who ended the stream: `callee` (this leg hung up: `hangUp()`), `carrier` (Twilio ended it:
+ * `stop()`), `server` (the far end closed the socket), `local` (`close()`, tearing down).
+ */
+export type LegEnd = 'callee' | 'carrier' | 'server' | 'local';
+
+export interface MediaLegOptions {
+  accountSid: string;
+  callSid: string;
+  streamSid?: string;
+  /** Records every frame both ways (for a WAV file). */
+  recordAudio?: boolean;
+  /** A broken far end, for the tests of a call whose stream misbehaves. */
+  faults?: {
+    /** Never echo marks (the server must not wait for them forever). */
+    noMarkEcho?: boolean;
+    /** Never answer WebSocket pings (a half-open connection). */
+    noPong?: boolean;
+  };
+}
+
+type Played = { kind: 'audio'; audio: Buffer } | { kind: 'mark'; name: string };
+
+export class MediaLeg {
+  readonly callSid: string;
+  readonly streamSid: string;
+  readonly heard: HeardLine[] = [];
+  /** Every `clear` received, with the time. */
+  readonly clears: number[] = [];
+  /** When each media frame from the server arrived. */
+  readonly frameTimes: number[] = [];
+  readonly marksEchoed: string[] = [];
+  /** What this leg said (and mumbled), with when its sound started and ended on the wire. */
+  readonly spoken: SpokenLine[] = [];
+  /** With `recordAudio`: what this leg sent (one frame every 20 ms, silence included)… */
+  readonly inboundAudio: Buffer[] = [];
+  /** …every server frame as it arrived… */
+  readonly outboundAudio: Buffer[] = [];
+  /** …and what the ear heard, on the same 20 ms timeline as `inboundAudio`. */
+  readonly heardAudio: Buffer[] = [];
+  /** The socket closed and the ear has finished hearing. */
+  closed = false;
+  closeCode: number | null = null;
+  /** Who ended the stream, once it ended. */
+  endedBy: LegEnd | null = null;
+
+  private ws: WebSocket | null = null;
+  /** The leg's ear first, then any other listener added by `addEar` (a voicemail's recorder). */
+  private ears: SttSession[] = [];
+  private sendQueue: Array<{ frame: Buffer; onSent?: () => void }> = [];
+  private sendTimer: NodeJS.Timeout | null = null;
+  /** Received audio not yet "played", and the marks interleaved with it. */
+  private playQueue: Played[] = [];
+  private playTimer: NodeJS.Timeout | null = null;
+  private waiters: Array<{ test: () => boolean; resolve: () => void }> = [];
+  private endListeners: Array<(by: LegEnd) => void> = [];
+  private lastServerAudioAt = 0;
+  private sequence = 0;
+  private chunk = 0;
+  private ending: LegEnd | null = null;
+
+  constructor(private readonly o: MediaLegOptions) {
+    this.callSid = o.callSid;
+    this.streamSid = o.streamSid ?? `MZ${randomBytes(16).toString('hex')}`;
+  }
+
+  /** Opens the stream: the socket, then `connected` and `start`, then a frame every 20 ms. */
+  async connect(url: string, customParameters: Record<string, string>, headers: Record<string, string> = {}): Promise<void> {
+    this.ears.push(await this.openEar((line) => this.heard.push(line)));
+    const ws = new WebSocket(url, { autoPong: !this.o.faults?.noPong, headers });
+    this.ws = ws;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
+    } catch (err) {
+      this.ws = null;
+      await this.closeEars();
+      throw err;
+    }
+    ws.on('error', () => undefined);
+    ws.on('message', (data) => this.onMessage(data.toString()));
+    ws.on('close', (code) => this.onClose(code));
+    ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
+    this.send({
+      event: 'start',
+      streamSid: this.streamSid,
+      start: {
+        streamSid: this.streamSid,
+        accountSid: this.o.accountSid,
+        callSid: this.callSid,
+        tracks: ['inbound'],
+        mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+        customParameters,
+      },
+    });
+    // the line is never silent on the wire: 20 ms frames, speech or silence
+    this.sendTimer = setInterval(() => this.sendFrame(), 20);
+  }
+
+  /** The stream is open. */
+  get open(): boolean {
+    return this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  /** Called once when the stream ends, with who ended it (at once if it already has). */
+  onEnded(listener: (by: LegEnd) => void): void {
+    if (this.endedBy) listener(this.endedBy);
+    else this.endListeners.push(listener);
+  }
+
+  /**
+   * Another ear on what this leg hears from now on (its own sandbox STT), e.g. a voicemail
+   * recording that starts at the beep. Finalized and closed with the leg.
+   */
+  async addEar(onLine: (line: HeardLine) => void): Promise<void> {
+    const ear = await this.openEar(onLine);
+    if (this.endedBy) await ear.close();
+    else this.ears.push(ear);
+  }
+
+  private openEar(onLine: (line: HeardLine) => void): Promise<SttSession> {
+    return createSandboxStt().connect(
+      { provider: 'sandbox' },
+      {
+        onTranscript: (t) => {
+          if (t.isFinal && t.text.trim() !== '') {
+            onLine({ text: t.text.trim(), at: Date.now() });
+            this.wake();
+          }
+        },
+        onError: () => undefined,
+      },
+    );
+  }
+
+  private onClose(code: number) {
+    this.closeCode = code;
+    this.endedBy = this.ending ?? 'server';
+    this.stopTimers();
+    // the line goes quiet: let the ears finish what they were hearing, then the call is over
+    for (const item of this.playQueue) if (item.kind === 'audio') this.feedEars(item.audio);
+    this.playQueue = [];
+    for (let i = 0; i < 25; i++) this.feedEars(Buffer.alloc(FRAME, SILENCE));
+    for (const ear of this.ears) ear.finalize();
+    setTimeout(() => {
+      this.closed = true;
+      this.wake();
+      const listeners = this.endListeners;
+      this.endListeners = [];
+      for (const l of listeners) l(this.endedBy!);
+    }, 100);
+  }
+
+  private onMessage(raw: string) {
+    let m: { event?: string; media?: { payload?: string }; mark?: { name?: string } };
+    try {
+      m = JSON.parse(raw) as typeof m;
+    } catch {
+      return;
+    }
+    if (m.event === 'media' && m.media?.payload) {
+      const audio = Buffer.from(m.media.payload, 'base64');
+      this.frameTimes.push(Date.now());
+      this.lastServerAudioAt = Date.now();
+      if (this.o.recordAudio) this.outboundAudio.push(audio);
+      this.playQueue.push({ kind: 'audio', audio });
+      this.schedulePlay();
+    } else if (m.event === 'mark' && m.mark?.name) {
+      this.playQueue.push({ kind: 'mark', name: m.mark.name });
+      this.schedulePlay();
+    } else if (m.event === 'clear') {
+      this.clears.push(Date.now());
+      // Twilio drops unplayed audio and sends back the marks still pending
+      const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
+      this.playQueue = [];
+      // the ear hears the audio stop: a break, so that a cut sentence is not read into the next one
+      this.feedEars(Buffer.alloc(FRAME, SILENCE));
+      for (const p of pending) this.echoMark(p.name);
+      this.wake();
+    }
+  }
+
+  /** Plays received audio in real time; a mark is echoed once the audio before it played. */
+  private schedulePlay() {
+    if (this.playTimer) return;
+    const step = () => {
+      this.playTimer = null;
+      while (this.playQueue[0]?.kind === 'mark') this.echoMark((this.playQueue.shift() as { name: string }).name);
+      const next = this.playQueue[0];
+      if (!next) return;
+      this.playQueue.shift();
+      const audio = (next as { audio: Buffer }).audio;
+      this.earHears(audio);
+      this.playTimer = setTimeout(step, audio.length / 8);
+    };
+    step();
+  }
+
+  /** What the ear hears, as it plays (recorded on the same 20 ms timeline as what is said). */
+  private earHears(audio: Buffer) {
+    this.feedEars(audio);
+    if (this.o.recordAudio) this.heardAudio.push(audio);
+  }
+
+  private feedEars(audio: Buffer) {
+    for (const ear of this.ears) ear.sendAudio(audio);
+  }
+
+  private echoMark(name: string) {
+    if (this.o.faults?.noMarkEcho) return;
+    this.marksEchoed.push(name);
+    this.send({ event: 'mark', streamSid: this.streamSid, mark: { name } });
+  }
+
+  private sendFrame() {
+    // the earpiece plays silence whenever no server audio is playing
+    if (!this.playTimer && this.playQueue.length === 0) this.earHears(Buffer.alloc(FRAME, SILENCE));
+    const next = this.sendQueue.shift();
+    const frame = next?.frame ?? Buffer.alloc(FRAME, SILENCE);
+    if (this.o.recordAudio) this.inboundAudio.push(frame);
+    const chunk = ++this.chunk;
+    this.send({
+      event: 'media',
+      streamSid: this.streamSid,
+      media: { track: 'inbound', chunk: String(chunk), timestamp: String((chunk - 1) * 20), payload: frame.toString('base64') },
+    });
+    next?.onSent?.();
+    if (this.sendQueue.length === 0) this.wake();
+  }
+
+  /** Sends one Twilio message; every message after `connected` carries the next sequence number. */
+  private send(message: Record<string, unknown>) {
+    if (this.ws?.readyState !== WebSocket.OPEN) return;
+    this.ws.send(JSON.stringify({ event: message.event, sequenceNumber: String(++this.sequence), ...message }));
+  }
+
+  /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
+  async say(text: string): Promise<void> {
+    await this.play(synthesizeSandboxSpeech(text), text);
+  }
+
+  /** Sends noise-like speech energy with no decodable words (a cough, "uh"). */
+  async mumble(ms: number): Promise<void> {
+    const frames: Buffer[] = [];
+    for (let f = 0; f < Math.ceil(ms / 20); f++) {
+      const frame = Buffer.alloc(FRAME);
+      for (let i = 0; i < FRAME; i++) frame[i] = (i * 37 + f * 11) % 2 === 0 ? 0x10 : 0x90;
+      frames.push(frame);
+    }
+    await this.speak('', frames);
+  }
+
+  /** Sends μ-law audio (a greeting, a beep) in real time, noted in `spoken` as `text`. */
+  async play(audio: Buffer, text = ''): Promise<void> {
+    const frames: Buffer[] = [];
+    for (let i = 0; i < audio.length; i += FRAME) {
+      const frame = Buffer.alloc(FRAME, SILENCE);
+      audio.copy(frame, 0, i, Math.min(i + FRAME, audio.length));
+      frames.push(frame);
+    }
+    await this.speak(text, frames);
+  }
+
+  /** Queues frames behind whatever is being said and notes when their sound starts and ends. */
+  private async speak(text: string, frames: Buffer[]): Promise<void> {
+    const line: SpokenLine = { text, startedAt: 0, endedAt: 0 };
+    const sound = (f: Buffer) => f.some((b) => b !== SILENCE);
+    const first = frames.findIndex(sound);
+    let last = -1;
+    for (let i = frames.length - 1; i >= 0; i--) if (sound(frames[i]!)) { last = i; break; }
+    frames.forEach((frame, i) => {
+      const onSent =
+        i === first || i === last
+          ? () => {
+              if (i === first) line.startedAt = Date.now();
+              if (i === last) line.endedAt = Date.now();
+            }
+          : undefined;
+      this.sendQueue.push(onSent ? { frame, onSent } : { frame });
+    });
+    this.spoken.push(line);
+    await this.until(() => this.sendQueue.length === 0 || this.closed, 60_000);
+  }
+
+  /**
+   * The line goes dead without a hang-up (a half-open connection): no more media, no `stop`,
+   * the socket left open.
+   */
+  goSilent(): void {
+    if (this.sendTimer) clearInterval(this.sendTimer);
+    this.sendTimer = null;
+  }
+
+  pressKey(digit: string): void {
+    this.send({ event: 'dtmf', streamSid: this.streamSid, dtmf: { track: 'inbound_track', digit } });
+  }
+
+  /** Waits until the server has said something containing `fragment` (case-insensitive). */
+  async hear(fragment: string | RegExp, timeoutMs = 20_000): Promise<HeardLine> {
+    const test = (h: HeardLine) => (typeof fragment === 'string' ? h.text.toLowerCase().includes(fragment.toLowerCase()) : fragment.test(h.text));
+    await this.until(() => this.heard.some(test) || this.closed, timeoutMs, `hear ${String(fragment)}`);
+    const line = this.heard.find(test);
+    if (!line) throw new Error(`the call ended before the assistant said ${String(fragment)}; heard: ${this.heardText()}`);
+    return line;
+  }
+
+  /** Waits until the server has been quiet for `quietMs` (its audio finished playing). */
+  async quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
+    await this.until(() => this.closed || (this.playQueue.length === 0 && Date.now() - this.lastServerAudioAt > quietMs), timeoutMs, 'quiet');
+  }
+
+  async ended(timeoutMs = 30_000): Promise<void> {
+    await this.until(() => this.closed, timeoutMs, 'the call to end');
+  }
+
+  heardText(): string {
+    return this.heard.map((h) => h.text).join(' | ');
+  }
+
+  /** This end hangs up: `stop`, then the socket closes. */
+  async hangUp(): Promise<void> {
+    await this.end('callee');
+  }
+
+  /** The carrier ends the stream (a REST hang-up or a new TwiML): `stop`, then the socket closes. */
+  async stop(): Promise<void> {
+    await this.end('carrier');
+  }
+
+  private async end(by: LegEnd): Promise<void> {
+    if (!this.endedBy && this.ws?.readyState === WebSocket.OPEN) {
+      this.ending ??= by;
+      this.send({ event: 'stop', streamSid: this.streamSid, stop: { accountSid: this.o.accountSid, callSid: this.callSid } });
+      this.ws.close(1000);
+    }
+    await this.until(() => this.closed, 5_000, 'close');
+  }
+
+  /** Tears the leg down (timers, socket, ears) without waiting for the far end. */
+  async close(): Promise<void> {
+    this.stopTimers();
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) {
+      this.ending ??= 'local';
+      this.ws.close(1000);
+    }
+    await this.closeEars();
+  }
+
+  private async closeEars() {
+    const ears = this.ears;
+    this.ears = [];
+    await Promise.all(ears.map((e) => e.close()));
+  }
+
+  private stopTimers() {
+    if (this.sendTimer) clearInterval(this.sendTimer);
+    if (this.playTimer) clearTimeout(this.playTimer);
+    this.sendTimer = null;
+    this.playTimer = null;
+  }
+
+  private wake() {
+    for (const w of [...this.waiters]) {
+      if (w.test()) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        w.resolve();
+      }
+    }
+  }
+
+  /** Resolves once `test()` holds (checked on every event and every 50 ms); rejects after `timeoutMs`. */
+  until(test: () => boolean, timeoutMs: number, what = 'condition'): Promise<void> {
+    if (test()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = { test, resolve: () => { clearTimeout(timer); clearInterval(poll); resolve(); } };
+      const poll = setInterval(() => this.wake(), 50);
+      const timer = setTimeout(() => {
+        clearInterval(poll);
+        this.waiters.splice(this.waiters.indexOf(waiter), 1);
+        reject(new Error(`timed out waiting for ${what}; heard so far: ${this.heardText()}`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+}
