@@ -151,6 +151,9 @@ export class OutboundCalls {
     for (const record of records) {
       await this.o.calls.create(record);
       void this.o.notifier.statusUpdate(record, 'queued');
+      // a campaign of a thousand must not hold the event loop from the live calls' audio: the
+      // embedded database answers on this thread, so each record's writes are a pause of their own
+      await new Promise((resolve) => setImmediate(resolve));
     }
     await this.o.dialer.enqueue(
       records.map((record) => ({ callId: record.id, organizationId, record: record as unknown as Record<string, unknown> })),
