@@ -3,7 +3,8 @@
  * ledger's bookkeeping: their set-up (the assistant and workflow of the record, the ledger, the
  * pacer timed for turn latency), the engine session and the commands both carry out the same way
  * (tool nodes, hang-up), the silence timers, a provider failure, the end of the call, and the
- * latency of a caller's turn. Each subclass talks to the caller its own way.
+ * clock of a caller's turn (`TurnClock`: each kind marks it, the first frame out closes it). Each
+ * subclass talks to the caller its own way.
  */
 import type { Logger } from 'pino';
 import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
@@ -19,7 +20,8 @@ import { CallLedger } from './ledger.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
 import type { AnsweredBy, CallRecord, CallStore } from './store.js';
-import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
+import type { TurnLatency } from './latency.js';
+import { TurnClock } from './turn-clock.js';
 
 /** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
 export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
@@ -59,9 +61,6 @@ export function assistantOnlyDefinition(assistant: EffectiveAssistant, outbound 
   };
 }
 
-/** Latency marks of the caller's turn whose first reply frame has not left yet. */
-export type PendingTurn = Omit<TurnMarks, 'firstFrameAt'> & { nodeId: string | null; audioStarted: boolean };
-
 /** What the event behind a batch of commands tells about them (the key pressed). */
 export interface CommandHint {
   dtmf?: string;
@@ -79,8 +78,8 @@ export abstract class BaseCall implements ActiveCall {
   protected readonly ledger: CallLedger;
   /** Every frame to the caller; the first one of a reply closes the latency of its turn. */
   protected readonly pacer: OutboundPacer;
-  /** Latency marks of the caller's turn whose first reply frame has not left yet. */
-  protected turn: PendingTurn | null = null;
+  /** The latency of the caller's turn whose first reply frame has not left yet. */
+  protected readonly turnClock: TurnClock;
   protected ended = false;
   /** A machine answered: the voicemail message is being left, the conversation is over. */
   protected leavingVoicemail = false;
@@ -117,16 +116,17 @@ export abstract class BaseCall implements ActiveCall {
       ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
       onFailure: (err, where) => this.fail(err, where),
     });
+    this.turnClock = new TurnClock({ callId: record.id, onTurnLatency: deps.onTurnLatency, outbound: () => this.pacer.stats });
     this.bridge = AudioBridge.for(transport.audioFormat);
     const bridge = this.bridge;
     const send = bridge ? (frame: Buffer) => transport.sendAudio(bridge.fromProviders(frame)) : (frame: Buffer) => transport.sendAudio(frame);
     this.pacer = new OutboundPacer(
       this.shielded<OutboundSink>(
         {
-          sendFrame: deps.onTurnLatency
+          sendFrame: this.turnClock.reporting
             ? (frame) => {
                 send(frame);
-                if (this.turn?.audioStarted) this.turnDone();
+                this.turnClock.frameSent();
               }
             : send,
           sendMark: (name) => transport.mark(name),
@@ -444,25 +444,6 @@ export abstract class BaseCall implements ActiveCall {
     }
     await step('media', () => this.transport.close());
     await this.ledger.close(reason, this.engineSession());
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // turn latency
-
-  /** The first frame of the reply to the caller's turn left: the turn's latency is complete. */
-  private turnDone(): void {
-    const turn = this.turn;
-    this.turn = null;
-    if (!turn || !this.deps.onTurnLatency) return;
-    const { nodeId, audioStarted: _a, ...marks } = turn;
-    const complete: TurnMarks = { ...marks, firstFrameAt: performance.now() };
-    this.deps.onTurnLatency({
-      callId: this.record.id,
-      nodeId,
-      ...complete,
-      ...splitTurnLatency(complete),
-      outbound: { ...this.pacer.stats },
-    });
   }
 }
 

@@ -219,16 +219,7 @@ export class LiveCall extends BaseCall {
   }
 
   private takeTurn(text: string): void {
-    this.turn = {
-      endOfTurnAt: performance.now(),
-      nodeId: this.session.state().node_id,
-      modelRequestedAt: null,
-      firstTokenAt: null,
-      modelReadyAt: null,
-      ttsRequestedAt: null,
-      ttsFirstAudioAt: null,
-      audioStarted: false,
-    };
+    this.turnClock.begin(this.session.state().node_id);
     this.log.debug({ text }, 'caller turn');
     this.ledger.recordMessage('user', text, this.session.state().node_id);
     this.disarmSilence();
@@ -306,8 +297,7 @@ export class LiveCall extends BaseCall {
     );
     let transition: string | null = null;
     // the turn's first model request (not a later one, nor one that no caller turn started)
-    const turn = this.turn?.modelRequestedAt === null ? this.turn : null;
-    if (turn) turn.modelRequestedAt = performance.now();
+    const turn = this.turnClock.modelRequested();
     try {
       ({ transition } = await runModelTurn({
         provider,
@@ -316,16 +306,14 @@ export class LiveCall extends BaseCall {
         signal: abort.signal,
         callTools: (calls, options) => this.deps.notifier.toolCalls(this.record, calls, options),
         onText: (piece) => {
-          if (turn) turn.firstTokenAt ??= performance.now();
+          this.turnClock.firstToken(turn);
           text += piece;
           for (const sentence of splitter.push(piece)) {
-            if (turn) turn.modelReadyAt ??= performance.now();
+            this.turnClock.modelReady(turn);
             this.speaker.addSentence(utterance, sentence);
           }
         },
-        onToolCalls: () => {
-          if (turn) turn.firstTokenAt ??= performance.now();
-        },
+        onToolCalls: () => this.turnClock.firstToken(turn),
       }));
     } catch (err) {
       if (!abort.signal.aborted) {
@@ -337,7 +325,7 @@ export class LiveCall extends BaseCall {
       if (this.modelRun === run) this.modelRun = null;
     }
     if (abort.signal.aborted) return;
-    if (turn) turn.modelReadyAt ??= performance.now();
+    this.turnClock.modelReady(turn);
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
     streamed = true;
@@ -425,9 +413,8 @@ export class LiveCall extends BaseCall {
 
   /** The TTS of the turn's first sentence: when it was asked, and when its first audio came. */
   private timedTts<T extends { provider: TtsProvider; config: TtsConfig }>(inUse: T): T {
-    const turn = this.turn;
-    if (!turn || turn.ttsRequestedAt !== null || !this.deps.onTurnLatency) return inUse;
-    turn.ttsRequestedAt = performance.now();
+    const turn = this.turnClock.ttsRequested();
+    if (!turn) return inUse;
     const { provider } = inUse;
     const timed: TtsProvider = {
       id: provider.id,
@@ -436,7 +423,7 @@ export class LiveCall extends BaseCall {
           config,
           {
             onAudio: (mulaw) => {
-              turn.ttsFirstAudioAt ??= performance.now();
+              this.turnClock.ttsFirstAudio(turn);
               events.onAudio(mulaw);
             },
             onDone: () => events.onDone(),
@@ -450,7 +437,7 @@ export class LiveCall extends BaseCall {
 
   /** The first audio of the reply went to the pacer: its first frame to the caller ends the turn. */
   private firstAudioOut(): void {
-    if (this.turn) this.turn.audioStarted = true;
+    this.turnClock.audioStarted();
   }
 }
 

@@ -336,7 +336,7 @@ export class RealtimeCall extends BaseCall {
     }
     s.state = 'streaming';
     this.current = s;
-    if (s.vad && this.turn) this.turn.firstTokenAt ??= performance.now();
+    if (s.vad) this.turnClock.firstToken();
     this.disarmSilence();
     this.clearStall();
     return s;
@@ -352,9 +352,10 @@ export class RealtimeCall extends BaseCall {
       item = { id: itemId, pushedMs: 0, heardMs: 0 };
       s.items.push(item);
     }
-    if (s.vad && this.turn && !this.turn.audioStarted) {
-      this.turn.modelReadyAt = performance.now();
-      this.turn.audioStarted = true;
+    if (s.vad) {
+      // a reply to the caller's turn: its first audio is what the model had to deliver
+      this.turnClock.modelReady();
+      this.turnClock.audioStarted();
     }
     // Whole frames only, so that a mark never pads the middle of the audio with silence.
     const data = s.remainder.length > 0 ? Buffer.concat([s.remainder, mulaw]) : mulaw;
@@ -486,7 +487,7 @@ export class RealtimeCall extends BaseCall {
     this.log.debug('caller speech started');
     this.callerSpeaking = true;
     this.vadExpected = false;
-    this.turn = null;
+    this.turnClock.cancel();
     this.disarmSilence();
     if (this.interruptible()) this.bargeIn();
   }
@@ -502,16 +503,8 @@ export class RealtimeCall extends BaseCall {
     this.vadExpected = true;
     // Server VAD asks the model for the reply at the end of the caller's turn.
     const now = performance.now();
-    this.turn = {
-      endOfTurnAt: now,
-      nodeId: this.session?.state().node_id ?? null,
-      modelRequestedAt: now,
-      firstTokenAt: null,
-      modelReadyAt: null,
-      ttsRequestedAt: null,
-      ttsFirstAudioAt: null,
-      audioStarted: false,
-    };
+    this.turnClock.begin(this.session?.state().node_id ?? null, now);
+    this.turnClock.modelRequested(now);
     this.armSilence();
   }
 
