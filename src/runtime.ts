@@ -169,9 +169,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // first, so that a prune under way is over (after its current batch) before the database closes
         await deliveryPruner.stop();
         await callLogPruner.stop();
-        // queued calls stay queued (durable) for the next process
-        await outboundCalls.close();
+        // nothing more is dialled here (queued calls stay queued, durable, for the next process);
+        // the dialler closes once the live calls have ended and given their slots back
+        outboundCalls.stop();
         await service.shutdown(graceMs);
+        await outboundCalls.close();
         watcher.close();
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)

@@ -110,6 +110,13 @@ export class LoggedCallStore implements CallStore {
     await this.sessions.save(record);
   }
 
+  async saveIf(record: CallRecord, expected: CallStatus): Promise<boolean> {
+    if (!(await this.sessions.saveIf(record, expected))) return false;
+    const last = this.logged.get(record.id);
+    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    return true;
+  }
+
   putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void> {
     return this.sessions.putStreamToken(callId, token, ttlSeconds);
   }

@@ -9,11 +9,12 @@ import type { AssistantFields } from '../../engine/assistant.js';
 import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
 import type { PhoneNumber } from '../store/numbers.js';
+import type { CallLogEntry } from '../store/calls.js';
 import type { CallControl } from './control.js';
 import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallService } from './service.js';
-import { newCallRecord, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
+import { newCallRecord, transition, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
 
 /** What places and stops calls at a carrier (the Twilio transport today; SIP next). */
 export interface OutboundCarrier {
@@ -58,6 +59,38 @@ export type EndOutcome =
   | { kind: 'already-ended'; call: CallRecord }
   | { kind: 'not-found' };
 
+/** A call as the log has it, as a record (no snapshot: for a call that will not run). */
+function recordFromLog(e: CallLogEntry): CallRecord {
+  return {
+    id: e.id,
+    organization_id: e.organization_id,
+    type: e.type as CallRecord['type'],
+    status: e.status as CallRecord['status'],
+    number_id: e.number_id ?? '',
+    phone_number: e.phone_number ?? { number: '', name: null },
+    customer: e.customer ?? { number: '' },
+    answered_by: (e.answered_by ?? null) as CallRecord['answered_by'],
+    transport: e.transport,
+    transport_ids: { ...e.transport_ids },
+    assistant_id: e.assistant_id,
+    assistant: {},
+    workflow_id: e.workflow_id,
+    workflow_note: e.workflow_note,
+    definition: null,
+    engine: null,
+    current_node: e.current_node,
+    nodes_visited: [...e.nodes_visited],
+    messages: [...e.messages],
+    created_at: e.created_at,
+    started_at: e.started_at,
+    ended_at: e.ended_at,
+    ended_reason: e.ended_reason,
+    errors: [...e.errors],
+    worker_id: null,
+    heartbeat_at: null,
+  };
+}
+
 /** How long Twilio rings before `no-answer`. */
 export const RING_TIMEOUT_SECONDS = 30;
 
@@ -74,6 +107,8 @@ export interface OutboundCallsOptions {
 
 export class OutboundCalls {
   private readonly log: Logger;
+  /** Shutting down: nothing more is dialled here (queued calls wait for another process). */
+  private stopping = false;
 
   constructor(private readonly o: OutboundCallsOptions) {
     this.log = o.logger.child({ component: 'outbound' });
@@ -97,7 +132,13 @@ export class OutboundCalls {
     });
   }
 
+  /** Stops dialling here; the dialler itself stays up (to give back the slots of calls that end) until `close`. */
+  stop(): void {
+    this.stopping = true;
+  }
+
   close(): Promise<void> {
+    this.stopping = true;
     return this.o.dialer.close();
   }
 
@@ -155,9 +196,18 @@ export class OutboundCalls {
       // embedded database answers on this thread, so each record's writes are a pause of their own
       await new Promise((resolve) => setImmediate(resolve));
     }
-    await this.o.dialer.enqueue(
-      records.map((record) => ({ callId: record.id, organizationId, record: record as unknown as Record<string, unknown> })),
-    );
+    try {
+      await this.o.dialer.enqueue(
+        records.map((record) => ({ callId: record.id, organizationId, record: record as unknown as Record<string, unknown> })),
+      );
+    } catch (err) {
+      // the queue is down: the calls must not wait forever for a dial that will not come
+      this.log.error({ err, calls: records.length }, 'outbound calls could not be queued; ending them');
+      for (const record of records) {
+        await this.o.service.endUnanswered(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
+      }
+      throw err;
+    }
     this.log.info(
       { numberId: number.id, assistantId: template.assistant_id, workflowId: template.workflow_id, calls: records.length },
       records.length === 1 ? 'outbound call queued' : 'outbound calls queued',
@@ -186,6 +236,7 @@ export class OutboundCalls {
    * carrier's refusal ends it `dial-failed` with the carrier's message (its slot is free again).
    */
   private async dial(job: OutboundJob): Promise<'dialled' | 'skipped'> {
+    if (this.stopping) throw new Error('this process is shutting down; the call waits for another');
     let record = await this.o.calls.get(job.callId);
     if (!record) {
       // the embedded default keeps sessions in memory: after a restart the job brings the call back,
@@ -202,30 +253,59 @@ export class OutboundCalls {
       await this.o.service.endUnanswered(record.id, 'dial-failed', [`${this.o.carrier.kind}: ${unusable}`]);
       return 'skipped';
     }
-    const now = new Date().toISOString();
-    record.status = 'ringing';
-    record.ringing_at = now;
-    await this.o.calls.save(record);
-    void this.o.notifier.statusUpdate(record, 'ringing');
+    // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
+    const ringing = await transition(this.o.calls, record.id, (r) => {
+      if (r.status !== 'queued') return false;
+      r.status = 'ringing';
+      r.ringing_at = new Date().toISOString();
+      return true;
+    });
+    if (!ringing) return 'skipped';
+    void this.o.notifier.statusUpdate(ringing, 'ringing');
     let ids: Record<string, string>;
     try {
-      ids = await this.o.carrier.place(record, account);
+      ids = await this.o.carrier.place(ringing, account);
     } catch (err) {
-      this.log.warn({ err, callId: record.id }, 'the carrier refused the call');
-      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${this.o.carrier.kind}: ${(err as Error).message}`]);
+      const status = (err as { status?: number }).status;
+      if (status === 429 || (status !== undefined && status >= 500)) {
+        // the carrier did not take it and says to try later: back to the queue, the dialler retries
+        await transition(this.o.calls, ringing.id, (r) => {
+          if (r.status !== 'ringing') return false;
+          r.status = 'queued';
+          r.ringing_at = null;
+          return true;
+        });
+        throw err;
+      }
+      if (status === undefined) {
+        // no answer at all (a timeout, a dropped connection): the carrier may have placed the call.
+        // It keeps its slot; the carrier's callbacks, or the ringing limit, end it.
+        this.log.error({ err, callId: ringing.id }, 'the carrier did not answer the dial; the call may ring');
+        return 'dialled';
+      }
+      this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
+      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${this.o.carrier.kind}: ${(err as Error).message}`]);
       return 'skipped';
     }
-    // ended while the carrier was being asked (POST /calls/{id}/end): stop the call it just placed
-    const current = await this.o.calls.get(record.id);
-    if (current) {
-      current.transport_ids = { ...current.transport_ids, ...ids };
-      await this.o.calls.save(current);
-      if (current.status === 'ended') {
-        await this.o.carrier.cancel(current, account).catch((err: unknown) => this.log.warn({ err, callId: record.id }, 'could not cancel a call ended while it was dialled'));
-        return 'skipped';
+    // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
+    // it just placed is stopped there
+    let endedMeanwhile: CallRecord | null = null;
+    await transition(this.o.calls, ringing.id, (r) => {
+      if (r.status === 'ended') {
+        endedMeanwhile = r;
+        return false;
       }
+      r.transport_ids = { ...ids, ...r.transport_ids };
+      return true;
+    });
+    if (endedMeanwhile) {
+      const ended: CallRecord = endedMeanwhile;
+      await this.o.carrier
+        .cancel({ ...ended, transport_ids: { ...ids, ...ended.transport_ids } }, account)
+        .catch((err: unknown) => this.log.warn({ err, callId: ended.id }, 'could not cancel a call ended while it was dialled'));
+      return 'skipped';
     }
-    this.log.info({ callId: record.id, ...ids }, 'outbound call dialled');
+    this.log.info({ callId: ringing.id, ...ids }, 'outbound call dialled');
     return 'dialled';
   }
 
@@ -258,20 +338,14 @@ export class OutboundCalls {
 
   /** Answering-machine detection said who answered: the process running the call acts on it. */
   async detected(callId: string, who: AnsweredBy): Promise<void> {
-    const record = await this.o.calls.get(callId);
-    if (!record || record.status === 'ended') return;
-    if (record.status === 'in-progress' || record.status === 'forwarding') {
-      await this.o.control.send(callId, { kind: 'answered-by', answeredBy: who });
-      return;
-    }
-    // not connected yet: the call acts on it as its media connects
-    record.answered_by = who;
-    await this.o.calls.save(record);
-    // it may have connected meanwhile, on this process or another
-    const now = await this.o.calls.get(callId);
-    if (now && (now.status === 'in-progress' || now.status === 'forwarding')) {
-      await this.o.control.send(callId, { kind: 'answered-by', answeredBy: who });
-    }
+    // not connected yet: kept in the record, and the call acts on it as its media connects
+    await transition(this.o.calls, callId, (r) => {
+      if (r.status !== 'queued' && r.status !== 'ringing') return false;
+      r.answered_by = who;
+      return true;
+    });
+    // live (or connected meanwhile, on this process or another): the process running it acts on it
+    await this.o.control.send(callId, { kind: 'answered-by', answeredBy: who });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -284,26 +358,32 @@ export class OutboundCalls {
   async end(organizationId: string, callId: string): Promise<EndOutcome> {
     const record = await this.o.calls.get(callId);
     if (!record) {
-      // the session is gone (kept 24 h): the call log still knows an ended call
+      // the session is gone: kept 24 h, or (embedded default) lost with a restart while the call
+      // still waits in the durable queue; the call log knows the call either way
       const logged = await this.o.store.calls.get(organizationId, callId);
-      return logged ? { kind: 'already-ended', call: { ...(logged as unknown as CallRecord) } } : { kind: 'not-found' };
+      if (!logged) return { kind: 'not-found' };
+      if (logged.status === 'queued' && (await this.o.dialer.remove(callId))) {
+        await this.o.calls.create(recordFromLog(logged));
+        const ended = await this.o.service.endUnanswered(callId, 'canceled');
+        if (ended) return { kind: 'ended', call: ended };
+      }
+      return { kind: 'already-ended', call: recordFromLog(logged) };
     }
     if (record.organization_id !== organizationId) return { kind: 'not-found' };
     switch (record.status) {
       case 'ended':
         return { kind: 'already-ended', call: record };
-      case 'queued': {
-        await this.o.dialer.remove(callId);
-        const ended = await this.o.service.endUnanswered(callId, 'canceled');
-        return ended ? { kind: 'ended', call: ended } : this.end(organizationId, callId);
-      }
+      case 'queued':
       case 'ringing': {
-        const account = await this.o.store.account.get(organizationId);
+        await this.o.dialer.remove(callId);
         const reason = record.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call';
+        // queued or ringing → ended in one step; if the dialler is placing it right now, it sees
+        // the end once the carrier answers and cancels the call there
         const ended = await this.o.service.endUnanswered(callId, reason);
         if (!ended) return this.end(organizationId, callId);
-        if (Object.keys(record.transport_ids).length > 0) {
-          await this.o.carrier.cancel(record, account).catch((err: unknown) => {
+        if (ended.transport_ids.call_sid) {
+          const account = await this.o.store.account.get(organizationId);
+          await this.o.carrier.cancel(ended, account).catch((err: unknown) => {
             this.log.warn({ err, callId }, 'the carrier did not take the cancel');
           });
         }

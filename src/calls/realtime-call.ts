@@ -74,6 +74,9 @@ interface Offer {
 
 export class RealtimeCall extends BaseCall {
   private rt: RealtimeSession | null = null;
+  /** Settles once the model is connected, or its connection failed (the call is then ending). */
+  private rtSettled!: () => void;
+  private readonly rtReady = new Promise<void>((resolve) => (this.rtSettled = resolve));
   private readonly abort = new AbortController();
   private offer: Offer | null = null;
   /** Every response not yet settled, in the order it was requested or started. */
@@ -115,6 +118,7 @@ export class RealtimeCall extends BaseCall {
     const config = this.assistant.llm_config;
     const provider = this.deps.providers.realtime.get(config.provider);
     if (!provider) {
+      this.rtSettled();
       this.providerFailed(new Error(`no realtime adapter for "${config.provider}"`));
       return;
     }
@@ -130,12 +134,15 @@ export class RealtimeCall extends BaseCall {
         this.abort.signal,
       );
       if (this.ended) {
+        this.rtSettled();
         void rt.close();
         return;
       }
       this.rt = rt;
       this.offer = offer;
+      this.rtSettled();
     } catch (err) {
+      this.rtSettled();
       this.providerFailed(err as Error);
       return;
     }
@@ -151,6 +158,9 @@ export class RealtimeCall extends BaseCall {
   }
 
   protected override async leaveVoicemail(text: string): Promise<void> {
+    // a machine known before the model connected: the message waits for the model that says it
+    await this.rtReady;
+    if (this.ended) return;
     // the model stops (what it was saying is cut), and the message is a line it cannot be talked over in
     this.bargeIn();
     await this.sayLine(text, false, null, null).done;

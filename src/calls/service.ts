@@ -17,7 +17,7 @@ import { LiveCall, type LiveCallDeps } from './live-call.js';
 import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
-import { newCallRecord, type CallRecord, type CallStore } from './store.js';
+import { newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 import type { CallTransport } from './transport.js';
 import type { CallControl, CallControlMessage } from './control.js';
@@ -301,9 +301,15 @@ export class CallService {
    * The callee of an outbound call answered: a one-time token for its media stream, or null when
    * the call is no longer waiting for an answer (ended through the API meanwhile).
    */
-  async answerOutbound(callId: string): Promise<string | null> {
-    const record = await this.o.calls.get(callId);
-    if (!record || record.status !== 'ringing' || !this.accepting) return null;
+  async answerOutbound(callId: string, carrierIds: Record<string, string> = {}): Promise<string | null> {
+    if (!this.accepting) return null;
+    // the carrier's ids from its request, in case the answer comes before the dialler saved them
+    const record = await transition(this.o.calls, callId, (r) => {
+      if (r.status !== 'ringing') return false;
+      r.transport_ids = { ...carrierIds, ...r.transport_ids };
+      return true;
+    });
+    if (!record) return null;
     const streamToken = randomBytes(24).toString('base64url');
     await this.o.calls.putStreamToken(record.id, streamToken, STREAM_TOKEN_SECONDS);
     return streamToken;
@@ -319,25 +325,28 @@ export class CallService {
    */
   async connect(callId: string, token: string, open: (record: CallRecord) => CallTransport): Promise<ActiveCall | null> {
     if (!callId || !token || !(await this.o.calls.consumeStreamToken(callId, token))) return null;
-    const record = await this.o.calls.get(callId);
-    if (!record || record.status !== 'ringing') return null;
     const now = new Date();
-    record.status = 'in-progress';
-    record.started_at = now.toISOString();
-    record.worker_id = this.workerId;
-    record.heartbeat_at = record.started_at;
-    // {{variables}}: the values are fixed as the conversation starts; the snapshot keeps the templates
-    record.variable_values = resolveVariables(
-      builtInVariables({
-        businessName: (record.assistant as { business_name?: string | null }).business_name ?? null,
-        customer: record.customer,
-        phoneNumber: record.phone_number,
-        call: { id: record.id, type: record.type },
-        now,
-      }),
-      record.variables,
-    );
-    await this.o.calls.save(record);
+    // ringing → in-progress in one step: a carrier's callback or the API may end the call meanwhile
+    const record = await transition(this.o.calls, callId, (r) => {
+      if (r.status !== 'ringing') return false;
+      r.status = 'in-progress';
+      r.started_at = now.toISOString();
+      r.worker_id = this.workerId;
+      r.heartbeat_at = r.started_at;
+      // {{variables}}: the values are fixed as the conversation starts; the snapshot keeps the templates
+      r.variable_values = resolveVariables(
+        builtInVariables({
+          businessName: (r.assistant as { business_name?: string | null }).business_name ?? null,
+          customer: r.customer,
+          phoneNumber: r.phone_number,
+          call: { id: r.id, type: r.type },
+          now,
+        }),
+        r.variables,
+      );
+      return true;
+    });
+    if (!record) return null;
     const call = this.newLiveCall(record, open(record));
     void this.o.notifier.statusUpdate(record, 'in-progress');
     call.start().catch((err: unknown) => call.fail(err, 'start'));
@@ -434,13 +443,16 @@ export class CallService {
    * the record, its `status-update` `ended` and its report. False when it had already ended.
    */
   async endUnanswered(callId: string, reason: string, errors: string[] = []): Promise<CallRecord | null> {
-    const record = await this.o.calls.get(callId);
-    if (!record || record.status === 'ended' || record.status === 'in-progress' || record.status === 'forwarding') return null;
-    record.status = 'ended';
-    record.ended_reason = reason;
-    record.ended_at = new Date().toISOString();
-    record.errors.push(...errors);
-    await this.o.calls.save(record);
+    // only from queued or ringing, in one step: the dialler, the callee answering and the API race here
+    const record = await transition(this.o.calls, callId, (r) => {
+      if (r.status !== 'queued' && r.status !== 'ringing') return false;
+      r.status = 'ended';
+      r.ended_reason = reason;
+      r.ended_at = new Date().toISOString();
+      r.errors.push(...errors);
+      return true;
+    });
+    if (!record) return null;
     this.log.info({ callId, endedReason: reason, errors }, 'call ended before it was answered');
     void this.o.notifier
       .statusUpdate(record, 'ended', { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) })

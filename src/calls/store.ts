@@ -110,6 +110,12 @@ export interface CallStore {
    * the store in the order they were made.
    */
   save(record: CallRecord): Promise<void>;
+  /**
+   * Writes the whole record only if the stored one still has status `expected` (what the writer
+   * read): the moves between statuses that more than one process may make at once (the dialler,
+   * a carrier's callback, `POST /calls/{id}/end`, the media connecting) go through `transition`.
+   */
+  saveIf(record: CallRecord, expected: CallStatus): Promise<boolean>;
   /** Stores a one-time media-stream token for a call. */
   putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void>;
   /** True once for the right token; the token is gone afterwards. */
@@ -178,6 +184,11 @@ export class MemoryCallStore implements CallStore {
   async save(record: CallRecord) {
     this.calls.set(record.id, structuredClone(kept(record)));
   }
+  async saveIf(record: CallRecord, expected: CallStatus) {
+    if (this.calls.get(record.id)?.status !== expected) return false;
+    this.calls.set(record.id, structuredClone(kept(record)));
+    return true;
+  }
   async putStreamToken(callId: string, token: string, ttlSeconds: number) {
     this.tokens.set(callId, { hash: tokenHash(token), expires: Date.now() + ttlSeconds * 1000 });
   }
@@ -234,6 +245,40 @@ export class MemoryCallStore implements CallStore {
  * the one-time stream token, with a TTL; `call-transport:<carrier key>` the call that took a
  * carrier's call id (replays of its webhook make no other call).
  */
+/** `saveIf` on Redis: the stored record's status is compared and the new one written in one step. */
+const SAVE_IF_SCRIPT = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local ok, rec = pcall(cjson.decode, cur)
+if not ok or type(rec) ~= 'table' or rec.status ~= ARGV[2] then return 0 end
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[4]))
+  redis.call('SREM', KEYS[2], ARGV[5])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1`;
+
+/**
+ * Reads a call, lets `change` alter a copy (false: leave it as it is), and writes it only if no
+ * one moved the call to another status meanwhile; on such a race it reads again and retries. The
+ * new record, or null when there is no call or `change` declined.
+ */
+export async function transition(
+  store: Pick<CallStore, 'get' | 'saveIf'>,
+  callId: string,
+  change: (record: CallRecord) => boolean,
+): Promise<CallRecord | null> {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const record = await store.get(callId);
+    if (!record) return null;
+    const before = record.status;
+    if (!change(record)) return null;
+    if (await store.saveIf(record, before)) return record;
+  }
+  throw new Error(`call ${callId}: its record kept changing under this write`);
+}
+
 export class RedisCallStore implements CallStore {
   private readonly redis: Redis;
 
@@ -287,6 +332,22 @@ export class RedisCallStore implements CallStore {
       m.set(this.key('call', record.id), JSON.stringify(record));
     }
     await m.exec();
+  }
+
+  async saveIf(record: CallRecord, expected: CallStatus) {
+    const ended = record.status === 'ended';
+    const saved = await this.redis.eval(
+      SAVE_IF_SCRIPT,
+      2,
+      this.key('call', record.id),
+      this.key('calls', 'live'),
+      JSON.stringify(ended ? kept(record) : record),
+      expected,
+      ended ? '1' : '0',
+      String(this.retentionSeconds),
+      record.id,
+    );
+    return saved === 1;
   }
 
   async putStreamToken(callId: string, token: string, ttlSeconds: number) {

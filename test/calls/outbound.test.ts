@@ -111,7 +111,7 @@ describe('a person answers', () => {
 
     await eventually('the media leg', () => placed.leg);
     const heard = await placed.leg!.hear('calling about a refund');
-    const amd = await eventually('the AMD callback', () => placed.callbacks.find((c) => c.kind === 'amd'));
+    const amd = await eventually('the AMD callback answered', () => placed.callbacks.find((c) => c.kind === 'amd' && c.status !== null));
     // the person heard the greeting before detection had decided
     expect(heard.at).toBeLessThan(amd.at);
     expect(amd.status).toBe(204);
@@ -224,19 +224,24 @@ describe('POST /calls/{id}/end', () => {
       const first = customerNumber();
       const second = customerNumber();
       twilio.setCallee(first, { kind: 'no-answer', ringMs: 20_000 });
+      twilio.setCallee(second, { kind: 'no-answer', ringMs: 20_000 });
       const res = await s.api('POST', '/calls', { number_id: numberId, customers: [{ number: first }, { number: second }] });
       expect(res.status).toBe(201);
-      const [a, b] = res.json.calls;
-      await standInCallTo(first);
-      expect((await s.api('GET', `/calls/${b.id}`)).json.call.status).toBe('queued');
-      const canceled = await s.api('POST', `/calls/${b.id}/end`);
+      // one is dialled (the queue keeps rough order, not strict order across processes); the other waits
+      const dialled = await twilio.waitForCall((c) => c.to === first || c.to === second, 15_000);
+      const [ringing, waiting] =
+        dialled.to === first ? [res.json.calls[0], res.json.calls[1]] : [res.json.calls[1], res.json.calls[0]];
+      const waitingNumber = dialled.to === first ? second : first;
+      expect((await s.api('GET', `/calls/${waiting.id}`)).json.call.status).toBe('queued');
+      const canceled = await s.api('POST', `/calls/${waiting.id}/end`);
       expect(canceled.status).toBe(202);
       expect(canceled.json.call).toMatchObject({ status: 'ended', ended_reason: 'canceled' });
-      await s.api('POST', `/calls/${a.id}/end`);
-      await reportOf(a.id);
-      await new Promise((r) => setTimeout(r, 500));
-      expect(twilio.calls.some((c) => c.to === second)).toBe(false);
-      expect((await reportOf(b.id)).ended_reason).toBe('canceled');
+      // the slot frees: a canceled call would be dialled now if it were still queued
+      await s.api('POST', `/calls/${ringing.id}/end`);
+      await reportOf(ringing.id);
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(twilio.calls.some((c) => c.to === waitingNumber)).toBe(false);
+      expect((await reportOf(waiting.id)).ended_reason).toBe('canceled');
     } finally {
       await s.api('PATCH', '/account', { outbound: null });
     }
@@ -503,5 +508,75 @@ describe('{{variables}} on an inbound call', () => {
     } finally {
       s.receiver.setDefault({ status: 200 });
     }
+  });
+});
+
+describe.each([
+  { kind: 'pipeline', assistant: sandboxAssistant },
+  { kind: 'realtime', assistant: realtimeSandboxAssistant },
+])('detection that speaks before the media connects ($kind)', ({ assistant }) => {
+  it('a machine verdict while it rings: the answered call says only the voicemail message', async () => {
+    const { numberId } = await s.setUpNumber({
+      assistant: assistant({ ...OUTBOUND, voicemail_detection: true, voicemail_message: 'Early machine message.' }),
+    });
+    const to = customerNumber();
+    twilio.setCallee(to, { kind: 'person', ringMs: 1_500, amdMs: 60_000 });
+    const call = await placeCall(numberId, { number: to, name: 'Flo' }, { variables: { topic: 't' } });
+    const placed = await standInCallTo(to);
+    await eventually('ringing at Switchboard', async () => (await s.api('GET', `/calls/${call.id}`)).json.call.status === 'ringing');
+    // Twilio's verdict, signed as Twilio signs it, before the callee has picked up
+    const url = `${s.baseUrl}/telephony/twilio/amd?call_id=${call.id}`;
+    const params = { AccountSid: placed.accountSid, CallSid: placed.sid, AnsweredBy: 'machine_end_beep', MachineDetectionDuration: '900' };
+    const res = await s.app.inject({
+      method: 'POST',
+      url: `/telephony/twilio/amd?call_id=${call.id}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(AUTH_TOKEN, url, params) },
+      payload: new URLSearchParams(params).toString(),
+    });
+    expect(res.statusCode).toBe(204);
+    const report = await reportOf(call.id, 40_000);
+    expect(report).toMatchObject({ ended_reason: 'voicemail', answered_by: 'machine' });
+    expect(report.transcript).toContain('Early machine message.');
+    // the greeting for a person was never said
+    expect(report.transcript).not.toContain('this is Acme calling');
+    expect(placed.leg!.heardText()).toContain('Early machine message');
+  });
+});
+
+describe('callbacks that do not fit', () => {
+  it("a CallSid that is not the call's is a 400; an inbound call's id is a 404; nothing changes", async () => {
+    const { numberId, number } = await s.setUpNumber({ assistant: sandboxAssistant(OUTBOUND) });
+    const to = customerNumber();
+    twilio.setCallee(to, { kind: 'no-answer', ringMs: 20_000 });
+    const call = await placeCall(numberId, { number: to });
+    const placed = await standInCallTo(to);
+    await eventually('its CallSid saved', async () => {
+      const r = await s.runtime.callStore.get(call.id);
+      return r?.transport_ids.call_sid === placed.sid;
+    });
+    const post = (callId: string, params: Record<string, string>) => {
+      const url = `${s.baseUrl}/telephony/twilio/status?call_id=${callId}`;
+      return s.app.inject({
+        method: 'POST',
+        url: `/telephony/twilio/status?call_id=${callId}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(AUTH_TOKEN, url, params) },
+        payload: new URLSearchParams(params).toString(),
+      });
+    };
+    const other = `CA${'f'.repeat(32)}`;
+    const mismatched = await post(call.id, { AccountSid: placed.accountSid, CallSid: other, CallStatus: 'busy' });
+    expect(mismatched.statusCode).toBe(400);
+    // an inbound call's id on an outbound callback
+    const caller = s.caller(number);
+    const inbound = await caller.dial();
+    expect(inbound.kind).toBe('connected');
+    const inboundId = (inbound as { callId: string }).callId;
+    await eventually('the inbound call live', async () => (await s.api('GET', `/calls/${inboundId}`)).json.call.status === 'in-progress');
+    const wrongKind = await post(inboundId, { AccountSid: placed.accountSid, CallSid: caller.callSid, CallStatus: 'completed' });
+    expect(wrongKind.statusCode).toBe(404);
+    expect((await s.api('GET', `/calls/${inboundId}`)).json.call.status).toBe('in-progress');
+    expect((await s.api('GET', `/calls/${call.id}`)).json.call.status).toBe('ringing');
+    await caller.hangUp();
+    await s.api('POST', `/calls/${call.id}/end`);
   });
 });

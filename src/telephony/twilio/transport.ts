@@ -173,7 +173,9 @@ export class TwilioTelephony implements OutboundCarrier {
     const verified = await this.verifiedCall(url, params, signature);
     if (!('record' in verified)) return verified;
     const { record } = verified;
-    const streamToken = await this.o.calls.answerOutbound(record.id);
+    const str = (name: string) => (typeof params[name] === 'string' ? (params[name] as string) : '');
+    const ids: Record<string, string> = str('CallSid') && str('AccountSid') ? { call_sid: str('CallSid'), account_sid: str('AccountSid') } : {};
+    const streamToken = await this.o.calls.answerOutbound(record.id, ids);
     if (!streamToken) {
       this.log.info({ callId: record.id, status: record.status }, 'an outbound call answered after it ended: hanging up');
       return { status: 200, twiml: hangupTwiml(), callId: record.id };
