@@ -1,14 +1,45 @@
 # Switchboard: one image for the API, telephony endpoints, media sockets and webhook sender.
-FROM node:20-bookworm-slim
+#   docker build -t switchboard .
+#   docker run --init --stop-timeout 45 -p 3000:3000 -v switchboard-data:/data switchboard  (embedded database)
+# With PostgreSQL and Redis: docker-compose.yml; see README, "Running in production".
+
+# The Node.js major both stages use; the runtime must be the one the dependencies were installed on.
+ARG NODE_VERSION=20
+
+# --- deps: production dependencies only ----------------------------------------------------------
+FROM node:${NODE_VERSION}-bookworm-slim AS deps
 WORKDIR /app
-ENV NODE_ENV=production
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
-COPY tsconfig.json ./
+# `npm install` against the lock, not `npm ci`: the lock lacks other platforms' optional packages
+# (e.g. @msgpackr-extract/*-darwin-*), which npm 11's `npm ci` refuses as out of sync, while
+# `npm install` installs the locked versions with any npm (the same reason as in .ci/run).
+RUN --mount=type=cache,target=/root/.npm \
+    npm install --omit=dev --no-audit --no-fund --no-update-notifier
+
+# --- runtime -------------------------------------------------------------------------------------
+FROM node:${NODE_VERSION}-bookworm-slim AS runtime
+LABEL org.opencontainers.image.title="Switchboard" \
+      org.opencontainers.image.description="Self-hostable runtime for AI voice assistants on phone calls" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000 \
+    DATA_DIR=/data
+WORKDIR /app
+# code and dependencies stay root-owned: the app (user node) can read them, not change them
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json tsconfig.json ./
 COPY engine ./engine
 COPY src ./src
-ENV HOST=0.0.0.0 PORT=3000 DATA_DIR=/data
+# the embedded database's folder; unused (but harmless) when DATABASE_URL is set
 RUN mkdir -p /data && chown node:node /data
-EXPOSE 3000
+VOLUME /data
 USER node
+EXPOSE 3000
+# main.ts ends live calls within SHUTDOWN_GRACE_SECONDS (default 30) of SIGTERM, and exits by
+# force 5 s after that: give `docker stop -t` / compose's stop_grace_period more than both
+STOPSIGNAL SIGTERM
+# liveness only (/readyz also asks the database); Node's fetch, since the slim image has no curl
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 CMD ["node", "--import", "tsx", "src/main.ts"]

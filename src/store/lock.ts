@@ -51,7 +51,9 @@ export function acquireDataDirLock(dataDir: string): DataDirLock {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const pid = Number.parseInt(readFileSync(file, 'utf8').trim(), 10);
-      if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
+      // our own pid in the file is a lock left by an earlier run that had the same pid (a
+      // container's server starts as the same low pid every time): stale, not a holder
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
         throw new DataDirInUseError(dataDir, pid);
       }
       // the holder is gone (crash, kill -9): the lock is stale
