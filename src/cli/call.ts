@@ -1,10 +1,17 @@
 /**
- * `npm run call -- --number <e164> --script <file>`: places a simulated inbound call over the
- * Twilio protocol against any running deployment, so a workflow can be tried without a phone.
- * The caller speaks with the sandbox voice, so the number's assistant must hear it with the
- * `sandbox` STT (or `sandbox-realtime`).
+ * `npm run call`: phone calls with no phone, against any running deployment.
  *
- * Script: one step per line; blank lines and `#` comments are skipped.
+ * `npm run call -- --number <e164> --script <file>` places a simulated inbound call over the
+ * Twilio protocol, so a workflow can be tried without a phone. The caller speaks with the sandbox
+ * voice, so the number's assistant must hear it with the `sandbox` STT (or `sandbox-realtime`).
+ *
+ * `npm run call -- --standin` runs the Twilio stand-in (src/sim/twilio.ts) until Ctrl-C: a
+ * Switchboard started with `TWILIO_API_BASE` at it places its outbound calls (`POST /calls`)
+ * through it, and each is answered by a simulated callee. It prints a line when a call is placed
+ * and, when the call is over, who answered, what the callee heard and said, and how it ended.
+ *
+ * Script (the caller's, or with --standin a person callee's): one step per line; blank lines and
+ * `#` comments are skipped.
  *   expect: <words the assistant should say>     (waits up to 30 s)
  *   say: <what the caller says>
  *   press: <digits>
@@ -15,12 +22,28 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { SimulatedCall } from '../sim/caller.js';
-import { parseScript } from '../sim/script.js';
+import type { MediaLeg } from '../sim/media-leg.js';
+import { parseScript, type ScriptStep } from '../sim/script.js';
+import { startTwilioStandIn, type CalleeBehaviour, type StandInCall } from '../sim/twilio.js';
 
-const USAGE = `Usage: npm run call -- --number <E.164> --script <file>
-  [--url http://127.0.0.1:3000] [--public-url <PUBLIC_URL of the server>]
-  [--auth-token <Twilio auth token of the organization>] [--account-sid AC...] [--from +15005550006]
-The auth token can also come from TWILIO_AUTH_TOKEN.`;
+const USAGE = `Usage:
+  npm run call -- --number <E.164> --script <file>
+    [--url http://127.0.0.1:3000] [--public-url <PUBLIC_URL of the server>]
+    [--auth-token <Twilio auth token of the organization>] [--account-sid AC...] [--from +15005550006]
+    Places a simulated inbound call to the number and plays the script as the caller.
+    The auth token can also come from TWILIO_AUTH_TOKEN.
+
+  npm run call -- --standin [--port 4010] [--host 127.0.0.1]
+    [--callee person|voicemail|busy|no-answer|failed] [--script <file>] [--greeting <text>]
+    Runs a Twilio stand-in until Ctrl-C: start Switchboard with TWILIO_API_BASE at it, and its
+    outbound calls (POST /calls) reach a simulated callee (default: a person). A person plays
+    --script, or listens, says "Thank you, goodbye." and hangs up; --greeting is the voicemail's.
+    It takes any Twilio account SID and auth token.
+
+Script: one step per line (expect: <words>, say: <words>, press: <digits>, wait: <ms>, quiet, hangup).`;
+
+const CALLEES = ['person', 'voicemail', 'busy', 'no-answer', 'failed'] as const;
+type CalleeKind = (typeof CALLEES)[number];
 
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -33,12 +56,26 @@ async function main(argv: string[]): Promise<number> {
       'auth-token': { type: 'string' },
       'account-sid': { type: 'string' },
       from: { type: 'string' },
+      standin: { type: 'boolean' },
+      port: { type: 'string', default: '4010' },
+      host: { type: 'string', default: '127.0.0.1' },
+      callee: { type: 'string', default: 'person' },
+      greeting: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) {
     process.stdout.write(`${USAGE}\n`);
     return 0;
+  }
+  if (values.standin) {
+    return runStandIn({
+      port: values.port!,
+      host: values.host!,
+      callee: values.callee!,
+      script: values.script,
+      greeting: values.greeting,
+    });
   }
   const authToken = values['auth-token'] ?? process.env.TWILIO_AUTH_TOKEN;
   if (!values.number || !values.script || !authToken) {
@@ -105,6 +142,187 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     clearInterval(ticker);
     await call.close();
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// --standin: Twilio and the callees of outbound calls
+
+interface StandInArgs {
+  port: string;
+  host: string;
+  callee: string;
+  script: string | undefined;
+  greeting: string | undefined;
+}
+
+/** What a person callee says when it has no script. */
+const GOODBYE = 'Thank you, goodbye.';
+/** How long a call may go on after a person's script before the person hangs up. */
+const AFTER_SCRIPT_MS = 60_000;
+
+const clock = () => new Date().toTimeString().slice(0, 8);
+const out = (line: string) => process.stdout.write(`[${clock()}] ${line}\n`);
+
+async function runStandIn(args: StandInArgs): Promise<number> {
+  const port = Number(args.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) return usageError(`--port must be a port number, not ${args.port}`);
+  if (!(CALLEES as readonly string[]).includes(args.callee)) return usageError(`--callee must be one of ${CALLEES.join(', ')}, not ${args.callee}`);
+  const kind = args.callee as CalleeKind;
+  if (args.script !== undefined && kind !== 'person') return usageError('--script is for a person callee (--callee person)');
+  if (args.greeting !== undefined && kind !== 'voicemail') return usageError("--greeting is the voicemail's (--callee voicemail)");
+  const steps = args.script === undefined ? null : parseScript(readFileSync(args.script, 'utf8'));
+
+  const callee: CalleeBehaviour =
+    kind === 'person'
+      ? { kind: 'person', onAnswer: (leg, call) => playPerson(leg, call, steps) }
+      : kind === 'voicemail'
+        ? { kind: 'voicemail', ...(args.greeting !== undefined ? { greeting: args.greeting } : {}) }
+        : { kind };
+  const standIn = await startTwilioStandIn({ host: args.host, port, defaultCallee: callee }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'EADDRINUSE') throw new Error(`${args.host}:${port} is in use; choose another port with --port`);
+    throw err;
+  });
+  const described = {
+    person: steps ? `a person playing ${args.script}` : 'a person',
+    voicemail: 'a voicemail',
+    busy: 'a busy line',
+    'no-answer': 'nobody answers (it rings out)',
+    failed: 'a call the carrier fails',
+  }[kind];
+  process.stdout.write(
+    [
+      `Twilio stand-in on ${standIn.url}; every number it calls: ${described}`,
+      `  Start Switchboard with TWILIO_API_BASE=${standIn.url} and give its account any Twilio`,
+      `  account SID and auth token (PATCH /account); POST /calls then dials through here.`,
+      '  Ctrl-C stops it.',
+      '',
+    ].join('\n'),
+  );
+
+  // the stand-in keeps every call it places, in order: each new one gets a watcher
+  let seen = 0;
+  const poller = setInterval(() => {
+    for (; seen < standIn.calls.length; seen++) {
+      const call = standIn.calls[seen]!;
+      watchCall(call).catch((err: unknown) => out(`call ${call.sid}: ${(err as Error).message}`));
+    }
+  }, 50);
+
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  clearInterval(poller);
+  const live = standIn.calls.filter((c) => !c.final).length;
+  process.stdout.write(`\n${signal}: stopping the stand-in${live > 0 ? ` (${live} call${live === 1 ? '' : 's'} still going, cut off with no callbacks)` : ''}\n`);
+  await standIn.close();
+  return 0;
+}
+
+function usageError(message: string): number {
+  process.stderr.write(`${message}\n\n${USAGE}\n`);
+  return 2;
+}
+
+/** Prints the call when it is placed and, once it is over, how it went. */
+async function watchCall(call: StandInCall): Promise<void> {
+  const detection = call.params.get('MachineDetection');
+  out(`call ${call.sid} to ${call.to} from ${call.from}${detection ? ` (answering-machine detection: ${detection})` : ''}`);
+  await call.waitFor((c) => c.final, Number.POSITIVE_INFINITY, 'the end of the call');
+  // the ears finish hearing a moment after the stream closes
+  await Promise.all(call.legs.map((leg) => leg.until(() => leg.closed, 5_000).catch(() => undefined)));
+  out(describeEnd(call));
+  for (const line of conversation(call)) process.stdout.write(`    ${line}\n`);
+}
+
+function describeEnd(call: StandInCall): string {
+  const answered = call.startedAt !== null;
+  const who = !answered
+    ? 'not answered'
+    : `answered by ${call.callee?.kind === 'voicemail' ? 'a voicemail' : 'a person'}${call.answeredBy ? ` (AnsweredBy ${call.answeredBy})` : ''}`;
+  const how = answered ? `${call.status} after ${call.durationSeconds} s${endedBy(call)}` : call.status;
+  const errors = call.errors.length > 0 ? `; errors: ${call.errors.join('; ')}` : '';
+  return `call ${call.sid} to ${call.to} ${who}; ended ${how}${errors}`;
+}
+
+function endedBy(call: StandInCall): string {
+  const by = call.leg?.endedBy;
+  if (by === 'callee') return call.callee?.kind === 'voicemail' ? ', the voicemail hung up' : ', the callee hung up';
+  if (by === 'server') return ', Switchboard hung up';
+  if (by === 'carrier') return ', Switchboard ended it through the REST API';
+  return '';
+}
+
+/** Keys a person callee pressed, by call (a leg notes what it says, not its key presses). */
+const pressed = new WeakMap<StandInCall, Array<{ at: number; digits: string }>>();
+
+/** What was said on the call, in order: what the callee heard (or its voicemail recorded), said and pressed. */
+function conversation(call: StandInCall): string[] {
+  const lines: Array<{ at: number; text: string }> = [];
+  const line = (at: number, label: string, text: string) => lines.push({ at, text: `${`${label}:`.padEnd(10)}${text}` });
+  const voicemail = call.voicemail;
+  for (const leg of call.legs) {
+    // after the beep, what a voicemail hears is its recording (listed below)
+    for (const h of leg.heard) if (!voicemail?.beepEndedAt || h.at < voicemail.beepEndedAt) line(h.at, 'heard', h.text);
+    for (const s of leg.spoken) if (s.text && s.startedAt > 0) line(s.startedAt, voicemail ? 'played' : 'said', s.text);
+  }
+  for (const p of pressed.get(call) ?? []) line(p.at, 'pressed', p.digits);
+  for (const r of voicemail?.recorded ?? []) line(r.at, 'recorded', r.text);
+  return lines.sort((a, b) => a.at - b.at).map((l) => l.text);
+}
+
+/** A person callee: plays the script, or listens, says goodbye, listens, and hangs up; always within a bound. */
+async function playPerson(leg: MediaLeg, call: StandInCall, steps: ScriptStep[] | null): Promise<void> {
+  let finished = false;
+  try {
+    if (steps) await playScript(leg, call, steps);
+    else await sayGoodbye(leg);
+    finished = true;
+  } catch (err) {
+    out(`call ${call.sid}: ${steps ? 'the script stopped' : 'the callee gave up'}: ${(err as Error).message}`);
+  }
+  if (leg.closed) return;
+  // after a script, the call may go on (the assistant ends it) for a while; otherwise the callee hangs up now
+  if (steps && finished) await leg.until(() => leg.closed, AFTER_SCRIPT_MS, 'the end of the call').catch(() => undefined);
+  if (!leg.closed) await leg.hangUp().catch(() => undefined);
+}
+
+async function sayGoodbye(leg: MediaLeg): Promise<void> {
+  // the assistant speaks first: wait for it, then for it to finish
+  await leg.until(() => leg.heard.length > 0 || leg.closed, 20_000, 'the assistant to speak').catch(() => undefined);
+  await leg.quiet(1_000, 60_000);
+  if (leg.closed) return;
+  await leg.say(GOODBYE);
+  const before = leg.heard.length;
+  await leg.until(() => leg.heard.length > before || leg.closed, 10_000, 'an answer').catch(() => undefined);
+  await leg.quiet(1_000, 30_000);
+}
+
+async function playScript(leg: MediaLeg, call: StandInCall, steps: ScriptStep[]): Promise<void> {
+  for (const step of steps) {
+    if (leg.closed) return;
+    switch (step.kind) {
+      case 'expect':
+        await leg.hear(step.text, 30_000);
+        break;
+      case 'say':
+        await leg.say(step.text);
+        break;
+      case 'press':
+        pressed.set(call, [...(pressed.get(call) ?? []), { at: Date.now(), digits: step.digits }]);
+        for (const d of step.digits) leg.pressKey(d);
+        break;
+      case 'wait':
+        await new Promise((r) => setTimeout(r, step.ms));
+        break;
+      case 'quiet':
+        await leg.quiet();
+        break;
+      case 'hangup':
+        await leg.hangUp();
+        break;
+    }
   }
 }
 

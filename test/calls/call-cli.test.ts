@@ -1,10 +1,14 @@
-/** `npm run call`: the caller simulator as a command, against a running server. */
+/**
+ * `npm run call`: the caller simulator as a command, against a running server; and with
+ * `--standin`, the Twilio stand-in as a long-lived command that a server dials through.
+ */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ACCOUNT_SID, AUTH_TOKEN, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { ACCOUNT_SID, AUTH_TOKEN, eventually, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { freePort } from '../../src/net.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 let s: CallingServer;
@@ -71,4 +75,129 @@ describe('npm run call', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('403');
   }, 60_000);
+});
+
+/** `npm run call -- --standin …` as a long-lived child process. */
+function startStandInCli(args: string[]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/call.ts', '--standin', ...args], { cwd: ROOT });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return {
+    get stdout() {
+      return stdout;
+    },
+    get stderr() {
+      return stderr;
+    },
+    printed: (what: string, pattern: RegExp, timeoutMs = 20_000) => eventually(what, () => pattern.exec(stdout), timeoutMs),
+    /** Ctrl-C's twin: SIGTERM, then the exit code. */
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+/** A calling server whose TWILIO_API_BASE is the stand-in at `port`, with credentials it accepts. */
+async function serverDialingThrough(port: number) {
+  const server = await startCallingServer({ TWILIO_API_BASE: `http://127.0.0.1:${port}` });
+  // without `accounts` the stand-in takes any credentials and signs callbacks with the token
+  const account = await server.api('PATCH', '/account', {
+    telephony: { twilio: { account_sid: `AC${'0'.repeat(32)}`, auth_token: 'any-token-1234' } },
+  });
+  expect(account.status).toBe(200);
+  return server;
+}
+
+const callSidOf = async (server: CallingServer, callId: string) => {
+  const logged = await eventually('the call to end in the log', async () => {
+    const c = await server.store.calls.get(server.orgId, callId);
+    return c?.status === 'ended' ? c : null;
+  });
+  return { sid: logged.transport_ids.call_sid!, ended_reason: logged.ended_reason, answered_by: logged.answered_by };
+};
+
+describe('npm run call -- --standin', () => {
+  it('runs the Twilio stand-in that a server dials through, and prints each call: placed, heard, ended', async () => {
+    const port = await freePort();
+    const cli = startStandInCli(['--port', String(port)]);
+    let server: CallingServer | null = null;
+    try {
+      await cli.printed('the startup line', new RegExp(`TWILIO_API_BASE=http://127\\.0\\.0\\.1:${port}\\b`));
+      server = await serverDialingThrough(port);
+      const { numberId, number } = await server.setUpNumber({
+        assistant: sandboxAssistant({ speech_config: { first_message_outbound: 'Hi {{customer.name}}, a reminder of your visit on {{appointment}}.' } }),
+      });
+      const placed = await server.api('POST', '/calls', {
+        number_id: numberId,
+        customer: { number: '+14155550123', name: 'Ada' },
+        variables: { appointment: 'Tuesday at 3 pm' },
+      });
+      expect(placed.status).toBe(201);
+      const { sid, ended_reason } = await callSidOf(server, placed.json.call.id);
+      expect(sid).toMatch(/^CA[0-9a-f]{32}$/);
+      // the callee listened, said goodbye, listened and hung up
+      expect(ended_reason).toBe('customer-ended-call');
+      await cli.printed('the end of the call', new RegExp(`call ${sid} to \\+14155550123 answered by a person; ended completed after \\d+ s, the callee hung up`));
+      await cli.printed('the conversation', /said: +Thank you, goodbye\.\n.*heard: +Okay, I understand/);
+      expect(cli.stdout).toContain(`call ${sid} to +14155550123 from ${number}\n`);
+      expect(cli.stdout).toMatch(/heard: +Hi Ada, a reminder of your visit on Tuesday at 3 pm\.\n/);
+    } finally {
+      await server?.close();
+      const code = await cli.stop();
+      expect(cli.stderr).toBe('');
+      expect(code).toBe(0);
+      expect(cli.stdout).toContain('SIGTERM: stopping the stand-in');
+    }
+  }, 60_000);
+
+  it('plays a voicemail (greeting, beep, recording) and a person\'s script', async () => {
+    const port = await freePort();
+    const voicemail = startStandInCli(['--port', String(port), '--callee', 'voicemail', '--greeting', 'This is Sam, leave a message.']);
+    let server: CallingServer | null = null;
+    try {
+      await voicemail.printed('the startup line', /every number it calls: a voicemail/);
+      server = await serverDialingThrough(port);
+      const { numberId } = await server.setUpNumber({
+        assistant: sandboxAssistant({ first_message: 'Hello, this is Acme Dental.', voicemail_detection: true, voicemail_message: 'Please call Acme Dental back.' }),
+      });
+      const placed = await server.api('POST', '/calls', { number_id: numberId, customer: { number: '+14155550177' } });
+      expect(placed.status).toBe(201);
+      const { sid, ended_reason, answered_by } = await callSidOf(server, placed.json.call.id);
+      expect([ended_reason, answered_by]).toEqual(['voicemail', 'machine']);
+      await voicemail.printed('the end of the call', new RegExp(`call ${sid} to \\+14155550177 answered by a voicemail \\(AnsweredBy machine_end_beep\\); ended completed`));
+      await voicemail.printed('the recording', /played: +This is Sam, leave a message\.\n(.*\n)*? +played: +\(beep\)\n(.*\n)*? +recorded: +Please call Acme Dental back\./);
+      expect(await voicemail.stop()).toBe(0);
+
+      // the same server, now through a stand-in whose person plays a script
+      const script = path.join(dir, 'callee.txt');
+      writeFileSync(script, 'expect: Hello\nquiet\npress: 1\nsay: I will be there\nexpect: understand\nhangup\n');
+      const person = startStandInCli(['--port', String(port), '--script', script]);
+      try {
+        await person.printed('the startup line', /every number it calls: a person playing/);
+        const again = await server.api('POST', '/calls', { number_id: numberId, customer: { number: '+14155550188' } });
+        expect(again.status).toBe(201);
+        const { sid: sid2 } = await callSidOf(server, again.json.call.id);
+        await person.printed('the end of the call', new RegExp(`call ${sid2} to \\+14155550188 answered by a person \\(AnsweredBy human\\); ended completed after \\d+ s, the callee hung up`));
+        expect(person.stdout).toMatch(/pressed: +1\n +said: +I will be there\n +heard: +Okay, I understand/);
+      } finally {
+        expect(await person.stop()).toBe(0);
+      }
+    } finally {
+      await server?.close();
+      await voicemail.stop();
+    }
+  }, 90_000);
+
+  it('refuses a callee it does not know, and a script for a voicemail', async () => {
+    const unknown = await runCall(['--standin', '--callee', 'martian']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('--callee must be one of person, voicemail, busy, no-answer, failed');
+    const misplaced = await runCall(['--standin', '--callee', 'voicemail', '--script', 'call.txt']);
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toContain('--script is for a person callee');
+  }, 30_000);
 });
