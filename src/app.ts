@@ -4,7 +4,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import fastifyRateLimit from '@fastify/rate-limit';
-import { jsonSchemaTransform, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -25,6 +25,7 @@ import { numberRoutes } from './api/numbers.js';
 import { accountRoutes } from './api/account.js';
 import { catalogRoutes } from './api/catalog.js';
 import { VERSION } from './version.js';
+import { apiServers, openApiTransform, openApiTransformObject } from './api/openapi.js';
 import type { Runtime } from './runtime.js';
 import { twilioRoutes } from './telephony/twilio/routes.js';
 import { callRoutes } from './api/calls.js';
@@ -83,24 +84,27 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
         description:
           'Workflows, assistants, numbers and account settings of a Switchboard deployment. ' +
           'Every endpoint except /healthz and /readyz needs `Authorization: Bearer <API key>`.',
+        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
       },
+      servers: apiServers(config),
       components: {
         securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', bearerFormat: 'sk_live_...' } },
       },
       security: [{ apiKey: [] }],
     },
-    transform: jsonSchemaTransform,
+    transform: openApiTransform,
+    transformObject: openApiTransformObject,
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  app.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness', security: [] } }, async () => ({
+  app.get('/healthz', { schema: { operationId: 'checkLiveness', tags: ['health'], summary: 'Liveness', security: [] } }, async () => ({
     status: 'ok',
   }));
   app.get(
     '/readyz',
-    { schema: { tags: ['health'], summary: 'Readiness: the database answers', security: [] } },
+    { schema: { operationId: 'checkReadiness', tags: ['health'], summary: 'Readiness: the database answers', security: [] } },
     async (request, reply) => {
       try {
         await store.db.query('SELECT 1');
@@ -149,7 +153,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await twilioRoutes(app, { twilio: runtime.twilio, publicUrl: config.PUBLIC_URL });
     app.get(
       '/metrics',
-      { schema: { tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },
+      { schema: { operationId: 'getMetrics', tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },
       async (_request, reply) => reply.header('content-type', runtime.metrics.contentType).send(await runtime.metrics.render()),
     );
   }

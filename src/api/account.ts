@@ -26,7 +26,7 @@ export const accountRoutes =
     });
 
     app.get('/account', {
-      schema: { tags, summary: 'Get the organization settings', response: { 200: one, ...errorResponses } },
+      schema: { operationId: 'getAccount', tags, summary: 'Get the organization settings', response: { 200: one, ...errorResponses } },
       handler: async (request) => ({
         account: view(request.organization, await store.account.get(request.organization.id)),
       }),
@@ -34,6 +34,7 @@ export const accountRoutes =
 
     app.patch('/account', {
       schema: {
+        operationId: 'updateAccount',
         tags,
         summary: 'Set the default webhook, the telephony credentials and the outbound limits (null clears one)',
         body: AccountPatchBody,

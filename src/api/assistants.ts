@@ -92,6 +92,7 @@ export const assistantRoutes =
 
     app.post('/assistants', {
       schema: {
+        operationId: 'createAssistant',
         tags,
         summary: 'Create an assistant (name required; pipeline assistants also need tts_config)',
         body: AssistantCreateBody,
@@ -106,6 +107,7 @@ export const assistantRoutes =
 
     app.get('/assistants', {
       schema: {
+        operationId: 'listAssistants',
         tags,
         summary: "List the organization's assistants, oldest first",
         response: { 200: z.object({ assistants: z.array(Assistant) }), ...errorResponses },
@@ -116,7 +118,7 @@ export const assistantRoutes =
     });
 
     app.get('/assistants/:id', {
-      schema: { tags, summary: 'Get an assistant', params: IdParams, response: { 200: one, ...errorResponses } },
+      schema: { operationId: 'getAssistant', tags, summary: 'Get an assistant', params: IdParams, response: { 200: one, ...errorResponses } },
       handler: async (request) => {
         const stored = await store.assistants.get(request.organization.id, request.params.id);
         if (!stored) throw notFound('assistant', request.params.id);
@@ -126,6 +128,7 @@ export const assistantRoutes =
 
     app.patch('/assistants/:id', {
       schema: {
+        operationId: 'updateAssistant',
         tags,
         summary: 'Update an assistant: provided top-level fields replaced whole, null resets to the default',
         params: IdParams,
@@ -146,6 +149,7 @@ export const assistantRoutes =
 
     app.delete('/assistants/:id', {
       schema: {
+        operationId: 'deleteAssistant',
         tags,
         summary: 'Delete an assistant (409 while a number uses it)',
         params: IdParams,

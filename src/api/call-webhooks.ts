@@ -38,6 +38,7 @@ export const callWebhookRoutes =
   async (app) => {
     app.get('/calls/:id/webhooks', {
       schema: {
+        operationId: 'listCallWebhooks',
         tags: ['calls'],
         summary: "The webhook attempts of a call, oldest first",
         params: IdParams,

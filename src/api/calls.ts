@@ -14,6 +14,7 @@ import { errorResponses, ErrorBody, IdParams } from './schemas.js';
 import { E164 } from '../../engine/schema.js';
 import { Variables } from './variables.js';
 import type { OutboundCalls } from '../calls/outbound-calls.js';
+import { callExample, placeCallExample } from './examples.js';
 
 export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
 /** DECISIONS 14 names `web_call`; inbound and outbound phone calls are made today. */
@@ -66,7 +67,7 @@ export const Call = z.object({
     .unknown()
     .describe("what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was")
     .nullable(),
-});
+}).meta({ id: 'Call', example: callExample });
 
 const QueryTimestamp = z.iso.datetime({
   offset: true,
@@ -159,7 +160,8 @@ export const PlaceCallBody = z
   .superRefine((b, ctx) => {
     if (b.customer && b.customers) ctx.addIssue({ code: 'custom', path: ['customers'], message: 'give customer or customers, not both' });
     if (!b.customer && !b.customers) ctx.addIssue({ code: 'custom', path: ['customer'], message: 'required (or customers, for a list)' });
-  });
+  })
+  .meta({ example: placeCallExample });
 
 /** How long a read waits for this process's call-log writes to land first. */
 const SETTLE_MS = 2_000;
@@ -171,6 +173,7 @@ export const callRoutes =
 
     app.post('/calls', {
       schema: {
+        operationId: 'placeCall',
         tags,
         summary: 'Place an outbound call, or one per customer of a list',
         description:
@@ -208,6 +211,7 @@ export const callRoutes =
 
     app.post('/calls/:id/end', {
       schema: {
+        operationId: 'endCall',
         tags,
         summary: 'End a call: queued, ringing or live',
         description:
@@ -241,6 +245,7 @@ export const callRoutes =
 
     app.get('/calls', {
       schema: {
+        operationId: 'listCalls',
         tags,
         summary: "The organization's calls, newest first, a page at a time",
         description:
@@ -280,6 +285,7 @@ export const callRoutes =
 
     app.get('/calls/:id', {
       schema: {
+        operationId: 'getCall',
         tags,
         summary: 'One call, live or ended',
         description: 'A live call as it is now; an ended one as long as the call log keeps it (CALL_RETENTION_DAYS).',

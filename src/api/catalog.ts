@@ -28,6 +28,7 @@ const catalogView = Object.fromEntries(
 export const catalogRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/catalog', {
     schema: {
+      operationId: 'getCatalog',
       tags: ['catalog'],
       summary: 'Providers, models, languages and voices by kind (llm, realtime, stt, tts)',
       response: {

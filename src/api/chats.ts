@@ -15,6 +15,7 @@ import { ApiError, invalidRequest } from './errors.js';
 import { ErrorBody, errorResponses, IdParams } from './schemas.js';
 import { storable } from './storable.js';
 import { Variables, VariableValue } from './variables.js';
+import { chatCreateExample, chatExample, chatMessageExample } from './examples.js';
 
 export interface ChatRouteDeps {
   store: Store;
@@ -33,7 +34,7 @@ export const ChatCreateBody = storable(
     workflow_id: z.uuid().nullable().optional().describe('absent or null: the assistant alone, as a number without a workflow'),
     variables: Variables.optional(),
   }),
-);
+).meta({ example: chatCreateExample });
 
 export const ChatMessageBody = storable(
   z.strictObject({
@@ -44,7 +45,7 @@ export const ChatMessageBody = storable(
       .refine((t) => t.trim() !== '', 'must not be blank')
       .describe("the customer's message, 1 to 4,000 characters"),
   }),
-);
+).meta({ example: chatMessageExample });
 
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
 
@@ -73,7 +74,7 @@ export const Chat = z.object({
   messages: z.array(ChatMessage).describe('empty once a gdpr_mode chat has ended'),
   created_at: Timestamp,
   updated_at: Timestamp,
-});
+}).meta({ id: 'Chat', example: chatExample });
 
 const Reply = z
   .array(z.object({ role: z.literal('assistant'), content: z.string(), node_id: z.string().nullable() }))
@@ -137,6 +138,7 @@ export const chatRoutes =
 
     app.post('/chats', {
       schema: {
+        operationId: 'createChat',
         tags,
         summary: 'Start a text chat with an assistant, running its workflow as a call would',
         description:
@@ -153,6 +155,7 @@ export const chatRoutes =
 
     app.post('/chats/:id/messages', {
       schema: {
+        operationId: 'sendChatMessage',
         tags,
         summary: "The customer's message; answers once the assistant has finished its turn",
         description:
@@ -170,7 +173,7 @@ export const chatRoutes =
     });
 
     app.get('/chats/:id', {
-      schema: { tags, summary: 'One chat (kept 24 h after its last message)', params: IdParams, response: { 200: one, ...errorResponses } },
+      schema: { operationId: 'getChat', tags, summary: 'One chat (kept 24 h after its last message)', params: IdParams, response: { 200: one, ...errorResponses } },
       handler: async (request) => {
         const chat = await answering(() => chats.get(request.organization.id, request.params.id));
         return { chat: chatView(chat) };
@@ -179,6 +182,7 @@ export const chatRoutes =
 
     app.get('/chats', {
       schema: {
+        operationId: 'listChats',
         tags,
         summary: "The organization's chats of the last 24 h, newest first",
         querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(100).default(50).describe('chats listed, 1 to 100') }),

@@ -70,6 +70,7 @@ export const numberRoutes =
 
     app.post('/numbers', {
       schema: {
+        operationId: 'createNumber',
         tags,
         summary: 'Register a phone number (E.164, unique across the deployment: 409 when taken)',
         body: NumberCreateBody,
@@ -87,6 +88,7 @@ export const numberRoutes =
 
     app.get('/numbers', {
       schema: {
+        operationId: 'listNumbers',
         tags,
         summary: "List the organization's phone numbers, oldest first",
         response: { 200: z.object({ numbers: z.array(PhoneNumber) }), ...errorResponses },
@@ -97,7 +99,7 @@ export const numberRoutes =
     });
 
     app.get('/numbers/:id', {
-      schema: { tags, summary: 'Get a phone number', params: IdParams, response: { 200: one, ...errorResponses } },
+      schema: { operationId: 'getNumber', tags, summary: 'Get a phone number', params: IdParams, response: { 200: one, ...errorResponses } },
       handler: async (request) => {
         const found = await store.numbers.get(request.organization.id, request.params.id);
         if (!found) throw notFound('number', request.params.id);
@@ -107,6 +109,7 @@ export const numberRoutes =
 
     app.patch('/numbers/:id', {
       schema: {
+        operationId: 'updateNumber',
         tags,
         summary: 'Update a phone number; workflow_id attaches a workflow (UUID) or detaches it (null)',
         params: IdParams,
@@ -133,6 +136,7 @@ export const numberRoutes =
 
     app.delete('/numbers/:id', {
       schema: {
+        operationId: 'deleteNumber',
         tags,
         summary: 'Delete a phone number',
         params: IdParams,

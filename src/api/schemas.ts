@@ -13,6 +13,17 @@ import {
 } from '../../engine/schema.js';
 import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
 import { storable } from './storable.js';
+import {
+  accountExample,
+  assistantCreateExample,
+  assistantExample,
+  errorExamples,
+  numberCreateExample,
+  numberExample,
+  workflowCreateExample,
+  workflowExample,
+  workflowSummaryExample,
+} from './examples.js';
 
 const definitionJsonSchema = (() => {
   const js = z.toJSONSchema(WorkflowDefinition, {
@@ -51,7 +62,7 @@ export const WorkflowCreateBody = storable(
     definition: DefinitionInput,
     is_active: z.boolean().optional(),
   }),
-);
+).meta({ example: workflowCreateExample });
 
 export const WorkflowPatchBody = storable(
   z.strictObject({
@@ -61,14 +72,17 @@ export const WorkflowPatchBody = storable(
   }),
 );
 
-export const Workflow = z.object({
-  id: z.uuid(),
-  name: z.string(),
-  is_active: z.boolean(),
-  definition: WorkflowDefinition,
-  created_at: Timestamp,
-  updated_at: Timestamp,
-});
+// named schemas (`id`) are components of the OpenAPI document, and types of a generated client
+export const Workflow = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    is_active: z.boolean(),
+    definition: WorkflowDefinition,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Workflow', example: workflowExample });
 
 export const WorkflowSummary = z.object({
   id: z.uuid(),
@@ -79,9 +93,9 @@ export const WorkflowSummary = z.object({
   edge_count: z.number().int(),
   created_at: Timestamp,
   updated_at: Timestamp,
-});
+}).meta({ id: 'WorkflowSummary', example: workflowSummaryExample });
 
-export const AssistantCreateBody = storable(AssistantCreate);
+export const AssistantCreateBody = storable(AssistantCreate).meta({ example: assistantCreateExample });
 export const AssistantPatchBody = storable(AssistantPatch);
 
 export const Assistant = z.object({
@@ -90,7 +104,7 @@ export const Assistant = z.object({
   webhook_secret: z.string().nullable().describe('masked (whsec_…abcd) except in the response that generated it'),
   created_at: Timestamp,
   updated_at: Timestamp,
-});
+}).meta({ id: 'Assistant', example: assistantExample });
 
 export const WebhookSettingsInput = z.strictObject({
   url: HttpUrl,
@@ -113,7 +127,7 @@ const NumberFields = z.strictObject({
   webhook: WebhookSettingsInput.nullable().optional(),
 });
 
-export const NumberCreateBody = storable(NumberFields);
+export const NumberCreateBody = storable(NumberFields).meta({ example: numberCreateExample });
 export const NumberPatchBody = storable(NumberFields.partial());
 
 export const PhoneNumber = z.object({
@@ -126,7 +140,7 @@ export const PhoneNumber = z.object({
   webhook: WebhookSettings.nullable(),
   created_at: Timestamp,
   updated_at: Timestamp,
-});
+}).meta({ id: 'PhoneNumber', example: numberExample });
 
 export const AccountPatchBody = storable(
   z.strictObject({
@@ -177,11 +191,11 @@ export const Account = z.object({
     twilio: z.object({ account_sid: z.string(), auth_token: z.string() }).nullable(),
   }),
   outbound: OutboundLimits.describe('outbound dialling limits, defaults filled in'),
-});
+}).meta({ id: 'Account', example: accountExample });
 
 export const errorResponses = {
-  400: ErrorBody.describe('Invalid request'),
-  401: ErrorBody.describe('Invalid API key'),
-  404: ErrorBody.describe('Not found'),
-  429: ErrorBody.describe('Too many requests'),
+  400: ErrorBody.meta({ description: 'Invalid request', example: errorExamples[400] }),
+  401: ErrorBody.meta({ description: 'Invalid API key', example: errorExamples[401] }),
+  404: ErrorBody.meta({ description: 'Not found', example: errorExamples[404] }),
+  429: ErrorBody.meta({ description: 'Too many requests', example: errorExamples[429] }),
 };

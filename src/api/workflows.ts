@@ -28,6 +28,7 @@ export const workflowRoutes =
 
     app.post('/workflows', {
       schema: {
+        operationId: 'createWorkflow',
         tags,
         summary: 'Create a workflow (the definition is validated on write)',
         body: WorkflowCreateBody,
@@ -46,6 +47,7 @@ export const workflowRoutes =
 
     app.get('/workflows', {
       schema: {
+        operationId: 'listWorkflows',
         tags,
         summary: "List the organization's workflows, oldest first (summaries)",
         response: { 200: z.object({ workflows: z.array(WorkflowSummary) }), ...errorResponses },
@@ -55,6 +57,7 @@ export const workflowRoutes =
 
     app.get('/workflows/:id', {
       schema: {
+        operationId: 'getWorkflow',
         tags,
         summary: 'Get a workflow with its full definition',
         params: IdParams,
@@ -69,6 +72,7 @@ export const workflowRoutes =
 
     app.patch('/workflows/:id', {
       schema: {
+        operationId: 'updateWorkflow',
         tags,
         summary: 'Update name, is_active, or replace the definition entirely',
         description:
@@ -91,6 +95,7 @@ export const workflowRoutes =
 
     app.delete('/workflows/:id', {
       schema: {
+        operationId: 'deleteWorkflow',
         tags,
         summary: 'Delete a workflow (409 while a number runs it)',
         params: IdParams,

@@ -6,6 +6,21 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createRuntime } from '../../src/runtime.js';
 import { createStore } from '../../src/store/index.js';
+import { validateDefinition } from '../../engine/validate.js';
+import {
+  Account,
+  AccountPatchBody,
+  Assistant,
+  AssistantCreateBody,
+  NumberCreateBody,
+  PhoneNumber,
+  Workflow,
+  WorkflowCreateBody,
+  WorkflowSummary,
+} from '../../src/api/schemas.js';
+import { Call, PlaceCallBody } from '../../src/api/calls.js';
+import { apiServers } from '../../src/api/openapi.js';
+import { Chat, ChatCreateBody, ChatMessageBody } from '../../src/api/chats.js';
 import { build, type TestApp } from '../helpers/app.js';
 import { createTestDb, defaultDbKind } from '../helpers/db.js';
 
@@ -59,6 +74,14 @@ describe('GET /openapi.json', () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
     expect(doc.info).toMatchObject({ title: expect.stringContaining('Switchboard'), version: pkg.version });
     expect(typeof doc.paths).toBe('object');
+  });
+
+  it('says where the API is: `servers`, relative to the document when PUBLIC_URL is not set', () => {
+    expect(doc.servers).toEqual([expect.objectContaining({ url: '/' })]);
+    expect(apiServers(loadConfig({ PUBLIC_URL: 'https://voice.acme.example/' }))).toEqual([
+      expect.objectContaining({ url: 'https://voice.acme.example' }),
+    ]);
+    expect(apiServers(loadConfig({ HOST: '0.0.0.0', PORT: '8080' }))).toEqual([expect.objectContaining({ url: '/' })]);
   });
 
   it('lists every route with exactly its methods, and nothing internal', () => {
@@ -179,6 +202,86 @@ describe('GET /openapi.json', () => {
   });
 });
 
+/** Every operation of a document, with where it is. */
+const operationsOf = (d: Json) =>
+  Object.entries(d.paths as Json).flatMap(([path, ops]) =>
+    Object.entries(ops as Json)
+      .filter(([method]) => HTTP_METHODS.has(method))
+      .map(([method, op]) => ({ where: `${method.toUpperCase()} ${path}`, op: op as Json })),
+  );
+
+/** Every schema object in a document that has `nullable` without a `type` (OpenAPI 3.0 reads it only beside one). */
+function untypedNullables(value: unknown, at = '#', found: string[] = []): string[] {
+  if (Array.isArray(value)) value.forEach((v, i) => untypedNullables(v, `${at}/${i}`, found));
+  else if (value && typeof value === 'object') {
+    const o = value as Json;
+    if (o.nullable === true && !('type' in o)) found.push(at);
+    if (o.nullable === true && Array.isArray(o.enum) && !o.enum.includes(null)) found.push(`${at} (enum without null)`);
+    for (const [k, v] of Object.entries(o)) if (k !== 'example' && k !== 'default' && k !== 'enum') untypedNullables(v, `${at}/${k}`, found);
+  }
+  return found;
+}
+
+describe('GET /openapi.json for client generators and linters', () => {
+  it('every operation has an operationId: camelCase and unique', () => {
+    const ids = operationsOf(doc).map(({ where, op }) => {
+      expect(op.operationId, where).toMatch(/^[a-z][a-zA-Z]+$/);
+      return op.operationId as string;
+    });
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(doc.paths['/workflows'].post.operationId).toBe('createWorkflow');
+    expect(doc.paths['/workflows/{id}'].get.operationId).toBe('getWorkflow');
+  });
+
+  it('has no `nullable` without a `type`, and a nullable enum lists null', () => {
+    expect(untypedNullables(doc)).toEqual([]);
+  });
+
+  it('names the main schemas as components, each with an example the API itself accepts', () => {
+    const schemas = doc.components.schemas as Json;
+    const examples: [string, { safeParse(v: unknown): { success: boolean; error?: unknown } }][] = [
+      ['Workflow', Workflow],
+      ['WorkflowSummary', WorkflowSummary],
+      ['Assistant', Assistant],
+      ['PhoneNumber', PhoneNumber],
+      ['Account', Account],
+    ];
+    for (const [name, schema] of examples) {
+      expect(schemas[name]?.example, name).toBeDefined();
+      const parsed = schema.safeParse(schemas[name].example);
+      expect(parsed.success, `${name}: ${JSON.stringify(parsed.error)}`).toBe(true);
+    }
+    expect(validateDefinition(schemas.Workflow.example.definition).ok).toBe(true);
+    // named schemas that no operation uses are left out (Call and Chat need a runtime)
+    expect(Object.keys(schemas).sort()).toEqual(['Account', 'Assistant', 'PhoneNumber', 'Workflow', 'WorkflowSummary']);
+  });
+
+  it('the create bodies have examples the API accepts', () => {
+    const bodies: [string, string, { safeParse(v: unknown): { success: boolean; error?: unknown } }][] = [
+      ['/workflows', 'post', WorkflowCreateBody],
+      ['/assistants', 'post', AssistantCreateBody],
+      ['/numbers', 'post', NumberCreateBody],
+    ];
+    for (const [path, method, schema] of bodies) {
+      const example = bodySchema(path, method)!.example;
+      expect(example, `${method} ${path}`).toBeDefined();
+      const parsed = schema.safeParse(example);
+      expect(parsed.success, `${method} ${path}: ${JSON.stringify(parsed.error)}`).toBe(true);
+    }
+    expect(validateDefinition(bodySchema('/workflows', 'post')!.example.definition).ok).toBe(true);
+    expect(AccountPatchBody.safeParse({}).success).toBe(true);
+  });
+
+  it('error responses carry an example of their body', () => {
+    const responses = doc.paths['/workflows'].post.responses as Json;
+    for (const code of ['400', '401', '404', '429']) {
+      const schema = deref(responses[code].content['application/json'].schema)!;
+      expect(schema.example?.error, code).toEqual(expect.any(String));
+    }
+    expect(deref(responses['400'].content['application/json'].schema)!.example.details).toEqual(expect.any(Array));
+  });
+});
+
 describe('/docs', () => {
   it('serves an HTML page that loads the OpenAPI document', async () => {
     let url = '/docs';
@@ -247,6 +350,36 @@ describe('GET /openapi.json of a server that takes calls', () => {
     }
     // the public routes of the app without a runtime are all there too
     for (const path of Object.keys(ROUTES)) expect(Object.keys(paths)).toContain(path);
+  });
+
+  it('every operation, calls and chats included, has a unique camelCase operationId', () => {
+    const ops = operationsOf(callsDoc);
+    const ids = ops.map(({ op }) => op.operationId as string);
+    for (const { where, op } of ops) expect(op.operationId, where).toMatch(/^[a-z][a-zA-Z]+$/);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(Object.fromEntries(ops.map(({ where, op }) => [where, op.operationId]))).toMatchObject({
+      'GET /calls': 'listCalls',
+      'GET /calls/{id}': 'getCall',
+      'POST /calls': 'placeCall',
+      'POST /calls/{id}/end': 'endCall',
+      'POST /chats': 'createChat',
+      'POST /chats/{id}/messages': 'sendChatMessage',
+      'GET /chats/{id}': 'getChat',
+    });
+    expect(callsDoc.servers?.length).toBeGreaterThan(0);
+    expect(untypedNullables(callsDoc)).toEqual([]);
+  });
+
+  it('the call and chat schemas and bodies have examples the API accepts', () => {
+    const schemas = callsDoc.components.schemas as Json;
+    for (const [name, schema] of [['Call', Call], ['Chat', Chat]] as const) {
+      const parsed = schema.safeParse(schemas[name]?.example);
+      expect(parsed.success, `${name}: ${JSON.stringify(parsed.error)}`).toBe(true);
+    }
+    const body = (path: string) => derefIn(callsDoc.paths[path].post.requestBody.content['application/json'].schema)!;
+    expect(PlaceCallBody.safeParse(body('/calls').example).success).toBe(true);
+    expect(ChatCreateBody.safeParse(body('/chats').example).success).toBe(true);
+    expect(ChatMessageBody.safeParse(body('/chats/{id}/messages').example).success).toBe(true);
   });
 
   it('documents the listing\'s page size, cursor and filters, and its page of calls', () => {
