@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { CallRecord } from '../calls/store.js';
+import { CALL_STATUSES, type CallRecord } from '../calls/store.js';
 import { describeCall, type LoggedCallStore } from '../calls/call-log.js';
 import { transcriptText } from '../calls/transcript.js';
 import { decodeCursor, InvalidCursorError, type CallLogEntry } from '../store/calls.js';
@@ -16,7 +16,7 @@ import { Variables } from './variables.js';
 import type { OutboundCalls } from '../calls/outbound-calls.js';
 import { callExample, placeCallExample } from './examples.js';
 
-export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
+export { CALL_STATUSES };
 /** DECISIONS 14 names `web_call`; inbound and outbound phone calls are made today. */
 export const CALL_TYPES = ['inbound_phone_call', 'outbound_phone_call', 'web_call'] as const;
 /** The most customers one `POST /calls` takes (a campaign). */

@@ -324,7 +324,7 @@ export class OutboundCalls {
    * The carrier's progress for a call: a call that never got as far as its media ends here with
    * the carrier's reason. Live calls end through their media (or their process), not here.
    */
-  async progress(callId: string, outcome: 'answered' | 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: string[] = []): Promise<void> {
+  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: string[] = []): Promise<void> {
     const reasons = {
       completed: 'customer-ended-call',
       busy: 'customer-busy',
@@ -332,7 +332,6 @@ export class OutboundCalls {
       failed: 'dial-failed',
       canceled: 'canceled',
     } as const;
-    if (outcome === 'answered') return;
     await this.o.service.endUnanswered(callId, reasons[outcome], errors);
   }
 

@@ -290,10 +290,7 @@ export class CallService {
     await this.o.calls.create(record);
     await this.o.calls.save(record);
     // every call that got an id gets its status-update `ended` and its report, rejected ones too
-    void this.o.notifier
-      .statusUpdate(record, 'ended', { ended_reason: reason, errors })
-      .then(() => this.o.notifier.endOfCallReport(record))
-      .catch((err: unknown) => this.log.error({ err, callId: record.id }, 'could not queue the webhooks of a rejected call'));
+    this.announceEnd(record, { ended_reason: reason, errors });
     return { kind: 'rejected', record };
   }
 
@@ -438,6 +435,14 @@ export class CallService {
     this.heartbeat = null;
   }
 
+  /** Queues the `status-update` `ended` of a call that never went live, then its report. */
+  private announceEnd(record: CallRecord, extra: { ended_reason: string; errors?: string[] }): void {
+    void this.o.notifier
+      .statusUpdate(record, 'ended', extra)
+      .then(() => this.o.notifier.endOfCallReport(record))
+      .catch((err: unknown) => this.log.error({ err, callId: record.id }, 'could not queue the webhooks of a call that ended before it went live'));
+  }
+
   /**
    * Ends a call that has no live conversation (queued, or ringing before its media connected):
    * the record, its `status-update` `ended` and its report. False when it had already ended.
@@ -454,10 +459,7 @@ export class CallService {
     });
     if (!record) return null;
     this.log.info({ callId, endedReason: reason, errors }, 'call ended before it was answered');
-    void this.o.notifier
-      .statusUpdate(record, 'ended', { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) })
-      .then(() => this.o.notifier.endOfCallReport(record))
-      .catch((err: unknown) => this.log.error({ err, callId }, 'could not queue the webhooks of an unanswered call'));
+    this.announceEnd(record, { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) });
     this.o.onCallEnded?.(record);
     return record;
   }

@@ -6,8 +6,13 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 
-/** `queued`: an outbound call waiting to be dialled (DECISIONS 11); inbound calls start `ringing`. */
-export type CallStatus = 'queued' | 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+/**
+ * A call's statuses, in the order a call goes through them (the API's enum and the webhooks' type
+ * are this list). `queued`: an outbound call waiting to be dialled (DECISIONS 11); inbound calls
+ * start `ringing`.
+ */
+export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
+export type CallStatus = (typeof CALL_STATUSES)[number];
 export type CallType = 'inbound_phone_call' | 'outbound_phone_call';
 /** Who answered an outbound call, as answering-machine detection says (null: not known yet, or inbound). */
 export type AnsweredBy = 'human' | 'machine' | 'unknown';

@@ -6,12 +6,12 @@
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WebhookEventType } from '../../engine/schema.js';
 import { transcriptText } from '../calls/transcript.js';
+import type { CallStatus } from '../calls/store.js';
 
 export type { WebhookEventType };
 /** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
 export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'chat';
-/** `queued`: an outbound call waiting to be dialled (DECISIONS 11). */
-export type CallStatus = 'queued' | 'ringing' | 'in-progress' | 'forwarding' | 'ended';
+export type { CallStatus };
 
 /** DECISIONS 7 `ended_reason` values. */
 export type EndedReason =

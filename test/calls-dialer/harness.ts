@@ -3,13 +3,14 @@
  * queue per test; in process on PGlite and on a fresh PostgreSQL database), and a fake call
  * service behind the hooks that counts live calls per organization and records every dial.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { InProcessDialer, type DialContext, type Dialer, type DialerHooks, type DialerOptions, type OutboundJob, type OutboundLimits } from '../../src/calls/dialer.js';
 import { BullMqDialer } from '../../src/calls/dialer-bullmq.js';
 import { openDb, type Db } from '../../src/store/db.js';
+import { createPostgresDb as createTestPostgresDb, type TestDb } from '../helpers/db.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const TEST_PREFIX = 'sbtest';
@@ -54,34 +55,10 @@ export async function postgresBase(): Promise<string | null> {
   return ok ? url : null;
 }
 
-export interface PostgresTestDb {
-  db: Db;
-  url: string;
-  drop(): Promise<void>;
-}
+export type PostgresTestDb = TestDb & { url: string };
 
-/** A fresh database on `base`, migrated; `drop()` closes and drops it. */
-export async function createPostgresDb(base: string): Promise<PostgresTestDb> {
-  const name = `sb_dialer_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  const db = await openDb({ databaseUrl: url.toString() });
-  return {
-    db,
-    url: url.toString(),
-    async drop() {
-      await db.close().catch(() => undefined);
-      const c = new pg.Client({ connectionString: base });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
+/** A fresh database on `base`, migrated; `drop()` closes (if still open) and drops it. */
+export const createPostgresDb = (base: string): Promise<PostgresTestDb> => createTestPostgresDb(base, 'sb_dialer');
 
 export async function insertOrganization(db: Db): Promise<string> {
   const id = randomUUID();

@@ -31,7 +31,12 @@ export async function createTestDb(kind: DbKind): Promise<TestDb> {
   }
   const base = process.env.DATABASE_URL;
   if (!base) throw new Error('DATABASE_URL is not set');
-  const name = `sb_test_${randomBytes(6).toString('hex')}`;
+  return createPostgresDb(base);
+}
+
+/** A fresh database on the PostgreSQL server of `base`, migrated; `drop()` closes and drops it. */
+export async function createPostgresDb(base: string, prefix = 'sb_test'): Promise<TestDb & { url: string }> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
@@ -43,7 +48,8 @@ export async function createTestDb(kind: DbKind): Promise<TestDb> {
     db,
     url: url.toString(),
     async drop() {
-      await db.close();
+      // a test may have closed it already
+      await db.close().catch(() => undefined);
       const c = new pg.Client({ connectionString: base });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

@@ -47,6 +47,12 @@ export type VoiceWebhookResult =
 
 export type CallbackResult = { status: 204 } | { status: 400 | 403 | 404; message: string };
 
+/** A single-valued form parameter, or '' (absent, or given more than once). */
+const formValue = (params: FormParams, name: string): string => {
+  const value = params[name];
+  return typeof value === 'string' ? value : '';
+};
+
 /** Twilio's `AnsweredBy` values, as `answered_by` says them. */
 export function answeredBy(value: string): AnsweredBy | null {
   if (value === 'human') return 'human';
@@ -70,7 +76,7 @@ export class TwilioTelephony implements OutboundCarrier {
 
   /** `POST /telephony/twilio/voice`: verified, then answered with TwiML. */
   async voice(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
-    const str = (name: string) => (typeof params[name] === 'string' ? (params[name] as string) : '');
+    const str = (name: string) => formValue(params, name);
     const to = str('To');
     const number = await this.o.store.numbers.findByNumber(to);
     if (!number) return { status: 404, message: `no number ${to || '(none)'} is registered` };
@@ -162,7 +168,7 @@ export class TwilioTelephony implements OutboundCarrier {
       return { status: 403, message: 'invalid signature' };
     }
     // a callback for another carrier call than the one we placed for this id changes nothing
-    const sid = typeof params.CallSid === 'string' ? params.CallSid : '';
+    const sid = formValue(params, 'CallSid');
     const ours = record.transport_ids.call_sid;
     if (ours && sid && sid !== ours) return { status: 400, message: 'CallSid is not the call placed for this call_id' };
     return { record };
@@ -173,8 +179,8 @@ export class TwilioTelephony implements OutboundCarrier {
     const verified = await this.verifiedCall(url, params, signature);
     if (!('record' in verified)) return verified;
     const { record } = verified;
-    const str = (name: string) => (typeof params[name] === 'string' ? (params[name] as string) : '');
-    const ids: Record<string, string> = str('CallSid') && str('AccountSid') ? { call_sid: str('CallSid'), account_sid: str('AccountSid') } : {};
+    const [callSid, accountSid] = [formValue(params, 'CallSid'), formValue(params, 'AccountSid')];
+    const ids: Record<string, string> = callSid && accountSid ? { call_sid: callSid, account_sid: accountSid } : {};
     const streamToken = await this.o.calls.answerOutbound(record.id, ids);
     if (!streamToken) {
       this.log.info({ callId: record.id, status: record.status }, 'an outbound call answered after it ended: hanging up');
@@ -189,10 +195,12 @@ export class TwilioTelephony implements OutboundCarrier {
     const verified = await this.verifiedCall(url, params, signature);
     if (!('record' in verified)) return verified;
     const { record } = verified;
-    const status = typeof params.CallStatus === 'string' ? params.CallStatus : '';
+    const status = formValue(params, 'CallStatus');
     this.log.debug({ callId: record.id, twilioStatus: status }, 'Twilio status callback');
     const errors: string[] = [];
-    const code = typeof params.ErrorCode === 'string' ? params.ErrorCode : typeof params.SipResponseCode === 'string' ? `SIP ${params.SipResponseCode}` : '';
+    const sipCode = formValue(params, 'SipResponseCode');
+    const errorCode = params.ErrorCode;
+    const code = typeof errorCode === 'string' ? errorCode : sipCode ? `SIP ${sipCode}` : '';
     if (status === 'failed') errors.push(`twilio: the call failed${code ? ` (${code})` : ''}`);
     switch (status) {
       case 'completed':
@@ -212,7 +220,7 @@ export class TwilioTelephony implements OutboundCarrier {
   async machineDetection(url: string, params: FormParams, signature: string | undefined): Promise<CallbackResult> {
     const verified = await this.verifiedCall(url, params, signature);
     if (!('record' in verified)) return verified;
-    const value = typeof params.AnsweredBy === 'string' ? params.AnsweredBy : '';
+    const value = formValue(params, 'AnsweredBy');
     const who = answeredBy(value);
     if (!who) return { status: 400, message: `AnsweredBy: unknown value "${value}"` };
     await this.outboundCalls().detected(verified.record.id, who);
