@@ -28,6 +28,8 @@ import { VERSION } from './version.js';
 import { apiServers, openApiTransform, openApiTransformObject } from './api/openapi.js';
 import type { Runtime } from './runtime.js';
 import { twilioRoutes } from './telephony/twilio/routes.js';
+import { upgradeRoute } from './telephony/upgrades.js';
+import { WEB_STREAM_PATH } from './telephony/web/transport.js';
 import { callRoutes } from './api/calls.js';
 import { chatRoutes } from './api/chats.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
@@ -138,7 +140,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
     if (runtime) {
-      await api.register(callRoutes(runtime.callStore, runtime.outbound));
+      await api.register(callRoutes(runtime.callStore, runtime.outbound, { calls: runtime.calls, publicUrl: config.PUBLIC_URL }));
       await api.register(chatRoutes({ store, providers: runtime.providers, webhooks: runtime.webhooks, logger, redisUrl: config.REDIS_URL }));
       await api.register(
         callWebhookRoutes(runtime.deliveries, {
@@ -151,6 +153,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
 
   if (runtime) {
     await twilioRoutes(app, { twilio: runtime.twilio, publicUrl: config.PUBLIC_URL });
+    upgradeRoute(app, WEB_STREAM_PATH, (request, socket, head) => runtime.web.upgrade(request, socket, head));
     app.get(
       '/metrics',
       { schema: { operationId: 'getMetrics', tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },

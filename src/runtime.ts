@@ -21,6 +21,7 @@ import type { CallNotifier } from './calls/notifier.js';
 import type { AssistantResolver } from './calls/service.js';
 import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
 import { TwilioTelephony } from './telephony/twilio/transport.js';
+import { WebTelephony } from './telephony/web/transport.js';
 import { Metrics } from './metrics.js';
 import { createCallControl, type CallControl } from './calls/control.js';
 import { createDialer } from './calls/dialer.js';
@@ -34,6 +35,8 @@ export interface Runtime {
   calls: CallService;
   /** The Twilio transport: voice webhook, outbound callbacks and media streams. */
   twilio: TwilioTelephony;
+  /** The browser's transport: web calls (`POST /calls/web`, the stream). */
+  web: WebTelephony;
   /** Outbound calls: queued, dialled within each organization's limits, ended through the API. */
   outbound: OutboundCalls;
   deliveries: DeliveryRepository;
@@ -120,6 +123,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     publicUrl: o.config.PUBLIC_URL,
     watcher,
   });
+  const web = new WebTelephony({ calls: service, logger: o.logger, watcher });
   outbound = new OutboundCalls({
     store: o.store,
     calls: callStore,
@@ -159,6 +163,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     callStore,
     calls: service,
     twilio,
+    web,
     outbound: outboundCalls,
     deliveries,
     deliveryPruner,
@@ -174,6 +179,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         outboundCalls.stop();
         await service.shutdown(graceMs);
         await outboundCalls.close();
+        web.close();
         watcher.close();
         // the reports of the calls just ended were queued: the in-process queue drops what is
         // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)

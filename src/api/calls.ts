@@ -14,10 +14,16 @@ import { errorResponses, ErrorBody, IdParams } from './schemas.js';
 import { E164 } from '../../engine/schema.js';
 import { Variables } from './variables.js';
 import type { OutboundCalls } from '../calls/outbound-calls.js';
-import { callExample, placeCallExample } from './examples.js';
+import { callExample, placeCallExample, webCallExample } from './examples.js';
+import type { CallService } from '../calls/service.js';
+import { WebTelephony } from '../telephony/web/transport.js';
+import { ChatCreateBody } from './chats.js';
+
+/** `POST /calls/web` takes the body of `POST /chats` (DECISIONS 14). */
+export const WebCallBody = ChatCreateBody.meta({ id: 'WebCallBody', example: webCallExample });
 
 export { CALL_STATUSES };
-/** DECISIONS 14 names `web_call`; inbound and outbound phone calls are made today. */
+/** Phone calls both ways, and web calls (a browser: docs/web-calls.md). */
 export const CALL_TYPES = ['inbound_phone_call', 'outbound_phone_call', 'web_call'] as const;
 /** The most customers one `POST /calls` takes (a campaign). */
 export const MAX_CUSTOMERS = 1000;
@@ -36,11 +42,12 @@ export const Call = z.object({
   id: z.uuid(),
   type: z.enum(CALL_TYPES),
   status: z.enum(CALL_STATUSES),
-  transport: z.string().describe('the carrier the call came through: twilio'),
-  phone_number: z.object({ number: z.string(), name: z.string().nullable() }).nullable(),
+  transport: z.string().describe('what carries the call: twilio, or web (a browser)'),
+  phone_number: z.object({ number: z.string(), name: z.string().nullable() }).nullable().describe('null for a web call'),
   customer: z
     .object({ number: z.string(), name: z.string().nullable().describe('as given to POST /calls; null for inbound calls') })
-    .nullable(),
+    .nullable()
+    .describe('null for a web call'),
   answered_by: z
     .enum(['human', 'machine', 'unknown'])
     .nullable()
@@ -166,10 +173,54 @@ export const PlaceCallBody = z
 /** How long a read waits for this process's call-log writes to land first. */
 const SETTLE_MS = 2_000;
 
+/** What `POST /calls/web` needs: the call service, and the address browsers reach. */
+export interface WebCallDeps {
+  calls: Pick<CallService, 'openWeb'>;
+  publicUrl: string;
+}
+
 export const callRoutes =
-  (calls: LoggedCallStore, outbound: OutboundCalls): FastifyPluginAsyncZod =>
+  (calls: LoggedCallStore, outbound: OutboundCalls, web: WebCallDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const tags = ['calls'];
+
+    app.post('/calls/web', {
+      schema: {
+        operationId: 'createWebCall',
+        tags,
+        summary: 'Start a web call: talk to an assistant from a browser',
+        description:
+          'Makes a call of type `web_call` that runs the same pipeline, engine, webhooks and report as a phone call, with ' +
+          'no phone: the answer\'s `url` is a WebSocket (a one-time token, valid 60 s) that carries 16 kHz 16-bit mono PCM ' +
+          'both ways and JSON control messages (docs/web-calls.md). The body is that of `POST /chats`. An unknown assistant ' +
+          'or workflow is 400 `Invalid request`; a failed call-start check is 400 `Call rejected` and nothing is made.',
+        body: WebCallBody,
+        response: {
+          201: z.object({
+            call: Call,
+            url: z.string().describe('ws(s)://…/calls/web/stream?token=…: open it within 60 s; the token works once'),
+          }),
+          503: ErrorBody.describe('Unavailable: the server is shutting down'),
+          ...errorResponses,
+        },
+      },
+      handler: async (request, reply) => {
+        const body = request.body;
+        const outcome = await web.calls.openWeb({
+          organizationId: request.organization.id,
+          assistantId: body.assistant_id,
+          workflowId: body.workflow_id ?? null,
+          ...(body.variables ? { variables: body.variables } : {}),
+        });
+        if (outcome.kind === 'invalid') throw invalidRequest(outcome.details);
+        if (outcome.kind === 'rejected') {
+          throw new ApiError(400, 'Call rejected', 'The call-start checks failed; no call was made.', outcome.details);
+        }
+        if (outcome.kind === 'busy') throw new ApiError(503, 'Unavailable', 'The server is shutting down; start the call on another.');
+        reply.code(201);
+        return { call: callView(describeCall(outcome.record)), url: WebTelephony.streamUrl(web.publicUrl, outcome.token) };
+      },
+    });
 
     app.post('/calls', {
       schema: {

@@ -249,3 +249,5 @@ export const accountExample = {
   telephony: { twilio: { account_sid: 'AC8f3e2d1c0b9a87f6e5d4c3b2a1908f7e', auth_token: '…6789' } },
   outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
 };
+
+export const webCallExample = { assistant_id: ASSISTANT_ID, workflow_id: WORKFLOW_ID, variables: { customer_name: 'Dana' } };

@@ -14,7 +14,7 @@ import { applyVariablesToAssistant, applyVariablesToDefinition } from '../../eng
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { Providers, ProviderError } from '../providers/types.js';
 import type { ActiveCall } from './active-call.js';
-import type { CallTransport } from './transport.js';
+import type { CallObservation, CallTransport } from './transport.js';
 import { AudioBridge } from '../audio/bridge.js';
 import { CallLedger } from './ledger.js';
 import type { CallNotifier, ToolCallOutcome } from './notifier.js';
@@ -115,8 +115,26 @@ export abstract class BaseCall implements ActiveCall {
       gdprMode: this.assistant.gdpr_mode,
       ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
       onFailure: (err, where) => this.fail(err, where),
+      ...(transport.observe
+        ? {
+            onMessage: (message) => this.observed({ type: 'message', message }),
+            onNode: (nodeId, visited) => this.observed({ type: 'node', node_id: nodeId, nodes_visited: visited }),
+          }
+        : {}),
     });
-    this.turnClock = new TurnClock({ callId: record.id, onTurnLatency: deps.onTurnLatency, outbound: () => this.pacer.stats });
+    // a far end that shows the call (a browser) gets each turn's figures as well
+    const onTurnLatency = transport.observe
+      ? (latency: TurnLatency) => {
+          deps.onTurnLatency?.(latency);
+          this.observed({ type: 'latency', latency });
+        }
+      : deps.onTurnLatency;
+    this.turnClock = new TurnClock({
+      callId: record.id,
+      onTurnLatency,
+      onTurnBegin: transport.observe ? (nodeId) => this.observed({ type: 'turn', node_id: nodeId }) : undefined,
+      outbound: () => this.pacer.stats,
+    });
     this.bridge = AudioBridge.for(transport.audioFormat);
     const bridge = this.bridge;
     const send = bridge ? (frame: Buffer) => transport.sendAudio(bridge.fromProviders(frame)) : (frame: Buffer) => transport.sendAudio(frame);
@@ -148,6 +166,16 @@ export abstract class BaseCall implements ActiveCall {
   abstract played(name: string): void;
   /** Caller audio as the providers take it (μ-law 8 kHz). */
   protected abstract callerAudio(mulaw: Buffer): void;
+
+  /** Tells the transport what happened, if it observes the call; what it throws is logged, never more. */
+  protected observed(event: CallObservation): void {
+    if (!this.transport.observe) return;
+    try {
+      this.transport.observe(event);
+    } catch (err) {
+      this.log.warn({ err, event: event.type }, 'the transport could not take a call event');
+    }
+  }
 
   /** Caller audio in the transport's format. */
   audio(frame: Buffer): void {
@@ -442,6 +470,11 @@ export abstract class BaseCall implements ActiveCall {
         this.log.warn({ err }, 'hang-up through the carrier failed');
       });
     }
+    await step('last node', () => {
+      const session = this.engineSession();
+      if (session) this.ledger.noteNode(session);
+    });
+    this.observed({ type: 'ended', ended_reason: reason });
     await step('media', () => this.transport.close());
     await this.ledger.close(reason, this.engineSession());
   }

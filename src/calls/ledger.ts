@@ -13,6 +13,10 @@ export interface CallLedgerDeps {
   log: Logger;
   gdprMode: boolean;
   onEnded?(call: CallRecord): void;
+  /** A line was added to the transcript (a web call's browser is told). */
+  onMessage?(message: CallMessage): void;
+  /** The workflow moved to another node. */
+  onNode?(nodeId: string, nodesVisited: string[]): void;
   /** A call's own code threw (a timer callback): the call ends, never the process. */
   onFailure(err: unknown, where: string): void;
 }
@@ -33,13 +37,15 @@ export class CallLedger {
 
   recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
     const now = Date.now();
-    this.record.messages.push({
+    const message: CallMessage = {
       role,
       content,
       time: new Date(now).toISOString(),
       seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
       node_id: nodeId,
-    });
+    };
+    this.record.messages.push(message);
+    this.deps.onMessage?.(message);
   }
 
   /** Saves the session soon (coalesced): GET /calls and another process can read it. */
@@ -51,8 +57,7 @@ export class CallLedger {
       const s = session();
       if (this.closed || !s?.isStarted()) return;
       try {
-        this.record.current_node = s.state().node_id;
-        this.record.nodes_visited = [...s.nodesVisited()];
+        this.noteNode(s);
         this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
       } catch (err) {
         this.deps.onFailure(err, 'session save');
@@ -62,6 +67,16 @@ export class CallLedger {
       const saved = this.deps.store.save(this.record).catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
       this.saveChain = this.saveChain.then(() => saved);
     });
+  }
+
+  /** The record's current node and nodes visited, as the engine has them; `onNode` when it moved. */
+  noteNode(session: CallSession): void {
+    const before = this.record.current_node;
+    this.record.current_node = session.state().node_id;
+    this.record.nodes_visited = [...session.nodesVisited()];
+    if (this.record.current_node !== before && this.record.current_node !== null) {
+      this.deps.onNode?.(this.record.current_node, this.record.nodes_visited);
+    }
   }
 
   /** A timer owned by the call: all of them are cleared when it ends. */
@@ -105,8 +120,7 @@ export class CallLedger {
       r.ended_at = new Date().toISOString();
       await step('engine snapshot', () => {
         if (!session?.isStarted()) return;
-        r.current_node = session.state().node_id;
-        r.nodes_visited = [...session.nodesVisited()];
+        this.noteNode(session);
         r.engine = session.snapshot() as unknown as Record<string, unknown>;
       });
       this.deps.log.info({ endedReason: reason }, 'call ended');

@@ -89,8 +89,33 @@ export type InboundOutcome =
   /** The process is shutting down. */
   | { kind: 'busy' };
 
+/** Whose call it is, and the workflow it runs unless told otherwise: a number, or a web call's own. */
+export interface CallOwner {
+  organization_id: string;
+  workflow_id: string | null;
+}
+
+/** A web call as `POST /calls/web` asks for it (the body of `POST /chats`). */
+export interface WebCallRequest {
+  organizationId: string;
+  assistantId: string;
+  workflowId: string | null;
+  variables?: Record<string, string | number | boolean>;
+}
+
+export type WebCallOutcome =
+  /** Made and `ringing`: the browser connects with `token` (`<call id>.<secret>`, one-time, 60 s). */
+  | { kind: 'accepted'; record: CallRecord; token: string }
+  /** An id that is not the organization's: nothing was made. */
+  | { kind: 'invalid'; details: string[] }
+  /** The call-start checks failed: nothing was made. */
+  | { kind: 'rejected'; details: string[] }
+  | { kind: 'busy' };
+
 /** How long a one-time media-stream token is valid. */
 const STREAM_TOKEN_SECONDS = 120;
+/** A web call's token: the browser has the URL at once (DECISIONS 14). */
+export const WEB_TOKEN_SECONDS = 60;
 const HEARTBEAT_MS = 5_000;
 /**
  * How long a carrier's call id stays taken: a replay of a signed voice webhook within it
@@ -188,13 +213,54 @@ export class CallService {
   }
 
   /**
+   * A web call (`POST /calls/web`): the assistant and workflow checked as for a chat, the snapshot
+   * taken and the call-start checks run before anything is made; then the call, `ringing`, and a
+   * one-time token for its stream. A refused web call makes nothing (the API answers 400).
+   */
+  async openWeb(request: WebCallRequest): Promise<WebCallOutcome> {
+    if (!this.accepting) return { kind: 'busy' };
+    const { organizationId } = request;
+    const assistant = await this.o.store.assistants.get(organizationId, request.assistantId);
+    if (!assistant) return { kind: 'invalid', details: [`assistant_id: no assistant with id "${request.assistantId}"`] };
+    if (request.workflowId && !(await this.o.store.workflows.get(organizationId, request.workflowId))) {
+      return { kind: 'invalid', details: [`workflow_id: no workflow with id "${request.workflowId}"`] };
+    }
+    const record = newCallRecord({
+      type: 'web_call',
+      organization_id: organizationId,
+      number_id: null,
+      phone_number: null,
+      customer: null,
+      transport: 'web',
+      transport_ids: {},
+    });
+    const refused = await this.prepare(
+      record,
+      { organization_id: organizationId, workflow_id: null },
+      {
+        assistantId: assistant.id,
+        fields: assistant.fields,
+        workflowId: request.workflowId,
+        ...(request.variables ? { variables: request.variables } : {}),
+      },
+    );
+    if (refused) return { kind: 'rejected', details: refused.errors };
+    const secret = randomBytes(24).toString('base64url');
+    await this.o.calls.create(record);
+    await this.o.calls.putStreamToken(record.id, secret, WEB_TOKEN_SECONDS);
+    void this.o.notifier.statusUpdate(record, 'ringing');
+    this.log.info({ callId: record.id, assistantId: record.assistant_id, workflowId: record.workflow_id, transport: 'web' }, 'web call made');
+    return { kind: 'accepted', record, token: `${record.id}.${secret}` };
+  }
+
+  /**
    * Takes the call's snapshot (the effective assistant, the workflow definition) into the record
    * and runs the call-start checks: null when the call may start, else why not (every reason).
    * `workflowId` undefined means the number's own workflow, null none.
    */
   async prepare(
     record: CallRecord,
-    number: PhoneNumber & { organization_id: string },
+    number: CallOwner,
     resolved: { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined; variables?: Record<string, string | number | boolean> },
   ): Promise<{ reason: string; errors: string[] } | null> {
     record.assistant_id = resolved.assistantId;
@@ -256,7 +322,7 @@ export class CallService {
 
   /** `requested`: from an assistant-request answer; `undefined` means the number's own workflow. */
   private async workflowFor(
-    number: PhoneNumber & { organization_id: string },
+    number: CallOwner,
     requested: string | null | undefined,
   ): Promise<{ id: string | null; definition: WorkflowDefinition | null; note: string | null; unknown?: true }> {
     const id = requested === undefined ? number.workflow_id : requested;
@@ -321,7 +387,21 @@ export class CallService {
    * used token, or a call that is no longer ringing.
    */
   async connect(callId: string, token: string, open: (record: CallRecord) => CallTransport): Promise<ActiveCall | null> {
-    if (!callId || !token || !(await this.o.calls.consumeStreamToken(callId, token))) return null;
+    if (!(await this.claimStream(callId, token))) return null;
+    return this.connectClaimed(callId, open);
+  }
+
+  /**
+   * Uses up a call's one-time stream token: true when it was the call's, unused and unexpired.
+   * A transport that must answer before its socket opens (a web call's upgrade) claims first,
+   * then `connectClaimed`.
+   */
+  async claimStream(callId: string, token: string): Promise<boolean> {
+    return !!callId && !!token && (await this.o.calls.consumeStreamToken(callId, token));
+  }
+
+  /** `connect` once the token is used up: null when the call is no longer ringing. */
+  async connectClaimed(callId: string, open: (record: CallRecord) => CallTransport): Promise<ActiveCall | null> {
     const now = new Date();
     // ringing → in-progress in one step: a carrier's callback or the API may end the call meanwhile
     const record = await transition(this.o.calls, callId, (r) => {

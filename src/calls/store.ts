@@ -13,7 +13,8 @@ import { Redis } from 'ioredis';
  */
 export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
-export type CallType = 'inbound_phone_call' | 'outbound_phone_call';
+/** `web_call`: a browser (or any WebSocket client) talks to the assistant: no phone, no number (docs/web-calls.md). */
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call';
 /** Who answered an outbound call, as answering-machine detection says (null: not known yet, or inbound). */
 export type AnsweredBy = 'human' | 'machine' | 'unknown';
 
@@ -31,9 +32,11 @@ export interface CallRecord {
   organization_id: string;
   type: CallType;
   status: CallStatus;
-  number_id: string;
-  phone_number: { number: string; name: string | null };
-  customer: { number: string; name?: string | null };
+  /** The organization's number the call came in on or went out from; null for a web call. */
+  number_id: string | null;
+  phone_number: { number: string; name: string | null } | null;
+  /** Who called or was called; null for a web call. */
+  customer: { number: string; name?: string | null } | null;
   /** Outbound calls: who answered (answering-machine detection), once known. */
   answered_by?: AnsweredBy | null;
   /** When an outbound call was dialled (its ringing time counts from here, not from `created_at`). */
@@ -142,6 +145,8 @@ export interface CallStore {
 const tokenHash = (token: string) => createHash('sha256').update(token).digest('hex');
 /** A call whose media stream has not connected this long after the voice webhook never will. */
 export const RINGING_LIMIT_MS = 150_000;
+/** A web call's token is valid 60 s (DECISIONS 14): one not connected 75 s after it was made never will be. */
+export const WEB_RINGING_LIMIT_MS = 75_000;
 
 /**
  * Live and no longer looked after: a started call whose process has not said it is alive for
@@ -150,7 +155,9 @@ export const RINGING_LIMIT_MS = 150_000;
  */
 function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string | null = null): boolean {
   // an outbound call rings from its dial, after however long it waited in the queue
-  if (r.status === 'ringing') return now - Date.parse(r.ringing_at ?? r.created_at) > RINGING_LIMIT_MS;
+  if (r.status === 'ringing') {
+    return now - Date.parse(r.ringing_at ?? r.created_at) > (r.type === 'web_call' ? WEB_RINGING_LIMIT_MS : RINGING_LIMIT_MS);
+  }
   if (r.status !== 'in-progress' && r.status !== 'forwarding') return false;
   const last = Math.max(r.heartbeat_at ? Date.parse(r.heartbeat_at) : 0, heartbeat ? Date.parse(heartbeat) : 0);
   return last > 0 && now - last > staleMs;

@@ -6,6 +6,8 @@
  * mark echoes or REST API.
  */
 import type { ActiveCall } from './active-call.js';
+import type { TurnLatency } from './latency.js';
+import type { CallMessage } from './store.js';
 
 /** The audio a transport carries, both ways. */
 export type AudioFormat =
@@ -37,7 +39,25 @@ export interface CallTransport {
   transfer(destination: string): Promise<void>;
   /** Closes the media connection: the call is over on our side. */
   close(): void;
+  /**
+   * What happens in the call, for a far end that shows it (a web call's browser: the live
+   * transcript, the current node, each turn's latency). Optional; it must not throw.
+   */
+  observe?(event: CallObservation): void;
 }
+
+/** What a call tells a transport that observes it (`CallTransport.observe`). */
+export type CallObservation =
+  /** A line of the transcript, as the record keeps it. */
+  | { type: 'message'; message: CallMessage }
+  /** The workflow moved to another node. */
+  | { type: 'node'; node_id: string; nodes_visited: string[] }
+  /** The caller's turn ended: its latency clock starts. */
+  | { type: 'turn'; node_id: string | null }
+  /** That turn's figures, once its first reply frame left. */
+  | { type: 'latency'; latency: TurnLatency }
+  /** The call is over (sent before `close`). */
+  | { type: 'ended'; ended_reason: string };
 
 /**
  * What a transport hands the call: the call's side of the seam. A transport calls these from its

@@ -31,6 +31,8 @@ export interface TurnClockOptions {
   callId: string;
   /** Where a closed turn is reported; without it nothing is kept. */
   onTurnLatency?: ((latency: TurnLatency) => void) | undefined;
+  /** A caller's turn ended and its clock started (the browser of a web call is told). */
+  onTurnBegin?: ((nodeId: string | null) => void) | undefined;
   /** The call's outbound audio so far (the pacer's stats), read as a turn closes. */
   outbound: () => PacerStats;
   /** `performance.now()` unless a test gives its own. */
@@ -68,6 +70,7 @@ export class TurnClock {
       ttsFirstAudioAt: null,
       audioStarted: false,
     };
+    this.o.onTurnBegin?.(nodeId);
   }
 
   /** The caller speaks again before a reply was heard: the pending turn is dropped, unreported. */

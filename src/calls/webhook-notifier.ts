@@ -46,7 +46,8 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
 
   private async levels(call: CallRecord) {
     const [number, account] = await Promise.all([
-      this.store.numbers.get(call.organization_id, call.number_id),
+      // a web call has no number: its webhooks go to the assistant's, else the account's
+      call.number_id ? this.store.numbers.get(call.organization_id, call.number_id) : Promise.resolve(null),
       this.store.account.get(call.organization_id),
     ]);
     const assistant = call.assistant as Partial<EffectiveAssistant>;

@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { synthesizeSandboxSpeech } from '../providers/sandbox/tts.js';
 import { createSandboxStt } from '../providers/sandbox/stt.js';
 import type { SttSession } from '../providers/types.js';
+import { AudioBridge } from '../audio/bridge.js';
 
 export const FRAME = 160;
 const SILENCE = 0xff;
@@ -38,6 +39,11 @@ export interface SpokenLine {
 export type LegEnd = 'callee' | 'carrier' | 'server' | 'local';
 
 export interface MediaLegOptions {
+  /**
+   * The wire: `twilio` (Media Streams JSON, base64 μ-law 8 kHz: the default) or `web` (a web
+   * call's stream, docs/web-calls.md: binary 16 kHz PCM and JSON control messages).
+   */
+  wire?: 'twilio' | 'web';
   accountSid: string;
   callSid: string;
   streamSid?: string;
@@ -77,7 +83,11 @@ export class MediaLeg {
   /** Who ended the stream, once it ended. */
   endedBy: LegEnd | null = null;
 
+  /** Web calls: every JSON message the server sent (`started`, `message`, `node`, `turn`, `latency`, `ended`, …). */
+  readonly events: Array<{ type: string; [key: string]: unknown }> = [];
   private ws: WebSocket | null = null;
+  /** Web calls: 16 kHz PCM on the wire, μ-law 8 kHz for the sandbox voice and ear. */
+  private readonly bridge: AudioBridge | null;
   /** The leg's ear first, then any other listener added by `addEar` (a voicemail's recorder). */
   private ears: SttSession[] = [];
   private sendQueue: Array<{ frame: Buffer; onSent?: () => void }> = [];
@@ -95,6 +105,7 @@ export class MediaLeg {
   constructor(private readonly o: MediaLegOptions) {
     this.callSid = o.callSid;
     this.streamSid = o.streamSid ?? `MZ${randomBytes(16).toString('hex')}`;
+    this.bridge = o.wire === 'web' ? AudioBridge.for({ encoding: 'pcm16', sampleRate: 16_000 }) : null;
   }
 
   /** Opens the stream: the socket, then `connected` and `start`, then a frame every 20 ms. */
@@ -102,6 +113,12 @@ export class MediaLeg {
     this.ears.push(await this.openEar((line) => this.heard.push(line)));
     const ws = new WebSocket(url, { autoPong: !this.o.faults?.noPong, headers });
     this.ws = ws;
+    // before the open resolves: a web call's server speaks first, maybe in the upgrade's own packet
+    ws.on('message', (data, isBinary) => {
+      if (isBinary && this.bridge) this.received(this.bridge.toProviders(data as Buffer));
+      else if (this.bridge) this.onWebMessage(data.toString());
+      else this.onMessage(data.toString());
+    });
     try {
       await new Promise<void>((resolve, reject) => {
         ws.once('open', () => resolve());
@@ -113,9 +130,14 @@ export class MediaLeg {
       throw err;
     }
     ws.on('error', () => undefined);
-    ws.on('message', (data) => this.onMessage(data.toString()));
     ws.on('close', (code) => this.onClose(code));
-    ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
+    if (!this.bridge) this.twilioStart(customParameters);
+    // the line is never silent on the wire: 20 ms frames, speech or silence
+    this.sendTimer = setInterval(() => this.sendFrame(), 20);
+  }
+
+  private twilioStart(customParameters: Record<string, string>) {
+    this.ws?.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
     this.send({
       event: 'start',
       streamSid: this.streamSid,
@@ -128,8 +150,6 @@ export class MediaLeg {
         customParameters,
       },
     });
-    // the line is never silent on the wire: 20 ms frames, speech or silence
-    this.sendTimer = setInterval(() => this.sendFrame(), 20);
   }
 
   /** The stream is open. */
@@ -193,26 +213,49 @@ export class MediaLeg {
     } catch {
       return;
     }
-    if (m.event === 'media' && m.media?.payload) {
-      const audio = Buffer.from(m.media.payload, 'base64');
-      this.frameTimes.push(Date.now());
-      this.lastServerAudioAt = Date.now();
-      if (this.o.recordAudio) this.outboundAudio.push(audio);
-      this.playQueue.push({ kind: 'audio', audio });
-      this.schedulePlay();
-    } else if (m.event === 'mark' && m.mark?.name) {
-      this.playQueue.push({ kind: 'mark', name: m.mark.name });
-      this.schedulePlay();
-    } else if (m.event === 'clear') {
-      this.clears.push(Date.now());
-      // Twilio drops unplayed audio and sends back the marks still pending
-      const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
-      this.playQueue = [];
-      // the ear hears the audio stop: a break, so that a cut sentence is not read into the next one
-      this.feedEars(Buffer.alloc(FRAME, SILENCE));
-      for (const p of pending) this.echoMark(p.name);
-      this.wake();
+    if (m.event === 'media' && m.media?.payload) this.received(Buffer.from(m.media.payload, 'base64'));
+    else if (m.event === 'mark' && m.mark?.name) this.markReceived(m.mark.name);
+    else if (m.event === 'clear') this.cleared();
+  }
+
+  /** A web call's control message. */
+  private onWebMessage(raw: string) {
+    let m: { type?: unknown; name?: unknown };
+    try {
+      m = JSON.parse(raw) as typeof m;
+    } catch {
+      return;
     }
+    if (typeof m.type !== 'string') return;
+    this.events.push(m as { type: string });
+    if (m.type === 'mark' && typeof m.name === 'string') this.markReceived(m.name);
+    else if (m.type === 'clear') this.cleared();
+    this.wake();
+  }
+
+  /** Server audio (μ-law 8 kHz): played in real time. */
+  private received(audio: Buffer) {
+    this.frameTimes.push(Date.now());
+    this.lastServerAudioAt = Date.now();
+    if (this.o.recordAudio) this.outboundAudio.push(audio);
+    this.playQueue.push({ kind: 'audio', audio });
+    this.schedulePlay();
+  }
+
+  private markReceived(name: string) {
+    this.playQueue.push({ kind: 'mark', name });
+    this.schedulePlay();
+  }
+
+  private cleared() {
+    this.clears.push(Date.now());
+    // Twilio (and a web-call page) drop unplayed audio and send back the marks still pending
+    const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
+    this.playQueue = [];
+    // the ear hears the audio stop: a break, so that a cut sentence is not read into the next one
+    this.feedEars(Buffer.alloc(FRAME, SILENCE));
+    for (const p of pending) this.echoMark(p.name);
+    this.wake();
   }
 
   /** Plays received audio in real time; a mark is echoed once the audio before it played. */
@@ -244,7 +287,8 @@ export class MediaLeg {
   private echoMark(name: string) {
     if (this.o.faults?.noMarkEcho) return;
     this.marksEchoed.push(name);
-    this.send({ event: 'mark', streamSid: this.streamSid, mark: { name } });
+    if (this.bridge) this.ws?.send(JSON.stringify({ type: 'mark', name }));
+    else this.send({ event: 'mark', streamSid: this.streamSid, mark: { name } });
   }
 
   private sendFrame() {
@@ -253,14 +297,20 @@ export class MediaLeg {
     const next = this.sendQueue.shift();
     const frame = next?.frame ?? Buffer.alloc(FRAME, SILENCE);
     if (this.o.recordAudio) this.inboundAudio.push(frame);
+    if (this.bridge) {
+      if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(this.bridge.fromProviders(frame), { binary: true });
+    } else this.sendTwilioFrame(frame);
+    next?.onSent?.();
+    if (this.sendQueue.length === 0) this.wake();
+  }
+
+  private sendTwilioFrame(frame: Buffer) {
     const chunk = ++this.chunk;
     this.send({
       event: 'media',
       streamSid: this.streamSid,
       media: { track: 'inbound', chunk: String(chunk), timestamp: String((chunk - 1) * 20), payload: frame.toString('base64') },
     });
-    next?.onSent?.();
-    if (this.sendQueue.length === 0) this.wake();
   }
 
   /** Sends one Twilio message; every message after `connected` carries the next sequence number. */
@@ -327,6 +377,7 @@ export class MediaLeg {
   }
 
   pressKey(digit: string): void {
+    if (this.bridge) return void this.ws?.send(JSON.stringify({ type: 'dtmf', digit }));
     this.send({ event: 'dtmf', streamSid: this.streamSid, dtmf: { track: 'inbound_track', digit } });
   }
 
@@ -365,7 +416,8 @@ export class MediaLeg {
   private async end(by: LegEnd): Promise<void> {
     if (!this.endedBy && this.ws?.readyState === WebSocket.OPEN) {
       this.ending ??= by;
-      this.send({ event: 'stop', streamSid: this.streamSid, stop: { accountSid: this.o.accountSid, callSid: this.callSid } });
+      if (this.bridge) this.ws.send(JSON.stringify({ type: 'hangup' }));
+      else this.send({ event: 'stop', streamSid: this.streamSid, stop: { accountSid: this.o.accountSid, callSid: this.callSid } });
       this.ws.close(1000);
     }
     await this.until(() => this.closed, 5_000, 'close');

@@ -75,3 +75,64 @@ export class PendingMarks {
     return out;
   }
 }
+
+export interface StreamMonitorEvents {
+  /** The far end is gone (no media, a ping unanswered): the transport ends the stream. */
+  gone(why: string): void;
+  /** A mark's audio counts as played: its echo never came within the grace. */
+  played(name: string): void;
+  /** The first mark assumed played on this stream (the far end may not echo marks at all). */
+  firstAssumed(): void;
+}
+
+/**
+ * One media stream's liveness, as the transport's `check` sees it every `checkMs`: no media for
+ * `idleMs`, a WebSocket ping not answered by the next one, marks whose echo is overdue.
+ */
+export class StreamMonitor {
+  private lastMediaAt = performance.now();
+  private lastPingAt = this.lastMediaAt;
+  private pongDue = false;
+  private marksAssumed = false;
+
+  constructor(
+    private readonly liveness: MediaLiveness,
+    private readonly marks: PendingMarks,
+    private readonly ping: () => void,
+    private readonly on: StreamMonitorEvents,
+  ) {}
+
+  /** The stream's call started: the clocks start now. */
+  started(now = performance.now()): void {
+    this.lastMediaAt = now;
+    this.lastPingAt = now;
+  }
+
+  media(now = performance.now()): void {
+    this.lastMediaAt = now;
+  }
+
+  pong(): void {
+    this.pongDue = false;
+  }
+
+  check(now: number): void {
+    if (now - this.lastMediaAt > this.liveness.idleMs) {
+      return this.on.gone(`no media from the far end for ${Math.round((now - this.lastMediaAt) / 1000)} s`);
+    }
+    if (now - this.lastPingAt >= this.liveness.pingMs) {
+      if (this.pongDue) return this.on.gone('the far end stopped answering WebSocket pings');
+      this.pongDue = true;
+      this.lastPingAt = now;
+      this.ping();
+    }
+    // playback progress must not hang on an echo that never comes (silence checks wait for it)
+    for (const name of this.marks.overdue(now, this.liveness.markGraceMs)) {
+      if (!this.marksAssumed) {
+        this.marksAssumed = true;
+        this.on.firstAssumed();
+      }
+      this.on.played(name);
+    }
+  }
+}

@@ -10,7 +10,7 @@ import type { CallStatus } from '../calls/store.js';
 
 export type { WebhookEventType };
 /** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
-export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'chat';
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call' | 'chat';
 export type { CallStatus };
 
 /** DECISIONS 7 `ended_reason` values. */

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { WebSocketServer } from 'ws';
 import { parseForm } from './signature.js';
+import { upgradeRoute } from '../upgrades.js';
 import { AMD_PATH, ANSWER_PATH, MEDIA_PATH, STATUS_PATH, VOICE_PATH, type TwilioTelephony } from './transport.js';
 
 export { AMD_PATH, ANSWER_PATH, MEDIA_PATH, STATUS_PATH, VOICE_PATH } from './transport.js';
@@ -47,12 +48,7 @@ export async function twilioRoutes(app: FastifyInstance, opts: { twilio: TwilioT
   });
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
-  app.server.on('upgrade', (request, socket, head) => {
-    const path = (request.url ?? '').split('?')[0];
-    if (path !== MEDIA_PATH) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-      return;
-    }
+  upgradeRoute(app, MEDIA_PATH, (request, socket, head) => {
     wss.handleUpgrade(request, socket, head, (ws) => {
       opts.twilio.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
     });

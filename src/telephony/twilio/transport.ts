@@ -14,7 +14,7 @@ import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
 import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
-import { PendingMarks, StreamWatcher } from '../liveness.js';
+import { PendingMarks, StreamMonitor, StreamWatcher } from '../liveness.js';
 import { clearMessage, markMessage, mediaMessage, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
@@ -129,6 +129,7 @@ export class TwilioTelephony implements OutboundCarrier {
     const base = this.o.publicUrl.replace(/\/$/, '');
     const q = `?call_id=${encodeURIComponent(record.id)}`;
     const assistant = record.assistant as { voicemail_detection?: boolean };
+    if (!record.customer || !record.phone_number) throw new TwilioRestError('an outbound call needs a number to call and one to call from');
     const callSid = await this.o.rest.createCall(account.twilio, {
       to: record.customer.number,
       from: record.phone_number.number,
@@ -241,11 +242,7 @@ export class TwilioTelephony implements OutboundCarrier {
     let call: ActiveCall | null = null;
     let streamSid = '';
     let starting = false;
-    let lastMediaAt = performance.now();
-    let lastPingAt = performance.now();
-    let pongDue = false;
     const marks = new PendingMarks();
-    let marksAssumed = false;
     let unwatch: (() => void) | null = null;
     const refuse = (why: string) => {
       this.log.warn({ remote, why }, 'media stream refused');
@@ -269,32 +266,19 @@ export class TwilioTelephony implements OutboundCarrier {
         c.fail(err, what);
       }
     };
-    const gone = (why: string) => {
-      stopWatching();
-      ws.terminate();
-      toCall('far end gone', (c) => c.farEndGone(why));
-    };
-    const check = (now: number) => {
-      if (!call || call.isEnded()) return;
-      if (now - lastMediaAt > liveness.idleMs) return gone(`no media from the far end for ${Math.round((now - lastMediaAt) / 1000)} s`);
-      if (now - lastPingAt >= liveness.pingMs) {
-        if (pongDue) return gone('the far end stopped answering WebSocket pings');
-        pongDue = true;
-        lastPingAt = now;
-        ws.ping();
-      }
-      // playback progress must not hang on an echo that never comes (silence checks wait for it)
-      for (const name of marks.overdue(now, liveness.markGraceMs)) {
-        if (!marksAssumed) {
-          marksAssumed = true;
-          this.log.warn({ callId: call.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed');
-        }
-        toCall('mark', (c) => c.played(name));
-      }
-    };
-    ws.on('pong', () => {
-      pongDue = false;
+    const monitor = new StreamMonitor(liveness, marks, () => ws.ping(), {
+      gone: (why) => {
+        stopWatching();
+        ws.terminate();
+        toCall('far end gone', (c) => c.farEndGone(why));
+      },
+      played: (name) => toCall('mark', (c) => c.played(name)),
+      firstAssumed: () => this.log.warn({ callId: call?.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed'),
     });
+    const check = (now: number) => {
+      if (call && !call.isEnded()) monitor.check(now);
+    };
+    ws.on('pong', () => monitor.pong());
 
     ws.on('message', (data, isBinary) => {
       if (isBinary) return refuse('binary frame');
@@ -318,8 +302,7 @@ export class TwilioTelephony implements OutboundCarrier {
             (c) => {
               if (!c) return refuse('unknown call or wrong token');
               call = c;
-              lastMediaAt = performance.now();
-              lastPingAt = lastMediaAt;
+              monitor.started();
               if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
               unwatch = this.o.watcher.watch(check);
             },
@@ -331,7 +314,7 @@ export class TwilioTelephony implements OutboundCarrier {
           return;
         }
         case 'media':
-          lastMediaAt = performance.now();
+          monitor.media();
           toCall('caller audio', (c) => c.audio(Buffer.from(m.media.payload, 'base64')));
           return;
         case 'mark':
@@ -389,6 +372,6 @@ export class TwilioTelephony implements OutboundCarrier {
     if (!account.twilio) throw new TwilioRestError('the organization has no Twilio credentials');
     const callSid = record.transport_ids.call_sid;
     if (!callSid) throw new TwilioRestError('the call has no Twilio CallSid');
-    await fn(account.twilio, callSid, record.phone_number.number);
+    await fn(account.twilio, callSid, record.phone_number?.number ?? '');
   }
 }
