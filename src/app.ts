@@ -33,6 +33,7 @@ import { WEB_STREAM_PATH } from './telephony/web/transport.js';
 import { callRoutes } from './api/calls.js';
 import { chatRoutes } from './api/chats.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
+import { consoleRoutes } from './api/console.js';
 
 export interface AppOptions {
   config: Config;
@@ -150,6 +151,9 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
       );
     }
   });
+
+  // the console is a page that calls the API with the key it is given: it needs no runtime of its own
+  await app.register(consoleRoutes);
 
   if (runtime) {
     await twilioRoutes(app, { twilio: runtime.twilio, publicUrl: config.PUBLIC_URL });

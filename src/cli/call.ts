@@ -5,6 +5,10 @@
  * Twilio protocol, so a workflow can be tried without a phone. The caller speaks with the sandbox
  * voice, so the number's assistant must hear it with the `sandbox` STT (or `sandbox-realtime`).
  *
+ * `npm run call -- --web --assistant <id> [--workflow <id>] --script <file>` makes a web call
+ * (`POST /calls/web`, docs/web-calls.md) with the API key in SWITCHBOARD_API_KEY (or --key) and
+ * plays the script over its stream: a browser's call, from the terminal.
+ *
  * `npm run call -- --standin` runs the Twilio stand-in (src/sim/twilio.ts) until Ctrl-C: a
  * Switchboard started with `TWILIO_API_BASE` at it places its outbound calls (`POST /calls`)
  * through it, and each is answered by a simulated callee. It prints a line when a call is placed
@@ -22,6 +26,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { SimulatedCall } from '../sim/caller.js';
+import { WebCaller } from '../sim/web-caller.js';
 import type { MediaLeg } from '../sim/media-leg.js';
 import { parseScript, type ScriptStep } from '../sim/script.js';
 import { startTwilioStandIn, type CalleeBehaviour, type StandInCall } from '../sim/twilio.js';
@@ -32,6 +37,11 @@ const USAGE = `Usage:
     [--auth-token <Twilio auth token of the organization>] [--account-sid AC...] [--from +15005550006]
     Places a simulated inbound call to the number and plays the script as the caller.
     The auth token can also come from TWILIO_AUTH_TOKEN.
+
+  npm run call -- --web --assistant <id> [--workflow <id>] --script <file>
+    [--url http://127.0.0.1:3000] [--key <API key>]
+    Makes a web call (POST /calls/web) to the assistant, running the workflow if given, and
+    plays the script as the browser would. The key can also come from SWITCHBOARD_API_KEY.
 
   npm run call -- --standin [--port 4010] [--host 127.0.0.1]
     [--callee person|voicemail|busy|no-answer|failed] [--script <file>] [--greeting <text>]
@@ -57,6 +67,10 @@ async function main(argv: string[]): Promise<number> {
       'account-sid': { type: 'string' },
       from: { type: 'string' },
       standin: { type: 'boolean' },
+      web: { type: 'boolean' },
+      assistant: { type: 'string' },
+      workflow: { type: 'string' },
+      key: { type: 'string' },
       port: { type: 'string', default: '4010' },
       host: { type: 'string', default: '127.0.0.1' },
       callee: { type: 'string', default: 'person' },
@@ -77,6 +91,17 @@ async function main(argv: string[]): Promise<number> {
       greeting: values.greeting,
     });
   }
+  if (values.web) {
+    const key = values.key ?? process.env.SWITCHBOARD_API_KEY;
+    if (!values.assistant || !values.script) return usageError('--web needs --assistant <id> and --script <file>');
+    if (!key) return usageError('--web needs the API key: --key, or SWITCHBOARD_API_KEY');
+    const steps = parseScript(readFileSync(values.script, 'utf8'));
+    const call = new WebCaller({ baseUrl: values.url!, apiKey: key });
+    return runScript(call, steps, async () => {
+      const callId = await call.start({ assistant_id: values.assistant!, ...(values.workflow ? { workflow_id: values.workflow } : {}) });
+      return `web call ${callId}`;
+    });
+  }
   const authToken = values['auth-token'] ?? process.env.TWILIO_AUTH_TOKEN;
   if (!values.number || !values.script || !authToken) {
     process.stderr.write(`${USAGE}\n`);
@@ -91,6 +116,18 @@ async function main(argv: string[]): Promise<number> {
     ...(values['account-sid'] ? { accountSid: values['account-sid'] } : {}),
     ...(values.from ? { from: values.from } : {}),
   });
+  return runScript(call, steps, async () => {
+    const outcome = await call.dial();
+    if (outcome.kind === 'rejected') throw new Error(`the call was rejected before pickup\n${call.twiml}`);
+    return `call ${outcome.callId}`;
+  });
+}
+
+/** What a script plays on: the simulated phone caller, or a web call's simulated browser. */
+type ScriptedLine = Pick<SimulatedCall, 'heard' | 'hear' | 'say' | 'pressKey' | 'quiet' | 'hangUp' | 'ended' | 'closed' | 'close'>;
+
+/** Connects (`connect` names the call), plays the script, prints what was heard and said. */
+async function runScript(call: ScriptedLine, steps: ScriptStep[], connect: () => Promise<string>): Promise<number> {
   const started = Date.now();
   const stamp = () => `[${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s]`;
   let printed = 0;
@@ -99,12 +136,7 @@ async function main(argv: string[]): Promise<number> {
   };
   const ticker = setInterval(printHeard, 100);
   try {
-    const outcome = await call.dial();
-    if (outcome.kind === 'rejected') {
-      process.stdout.write(`${stamp()} the call was rejected before pickup\n${call.twiml}\n`);
-      return 1;
-    }
-    process.stdout.write(`${stamp()} connected (call ${outcome.callId})\n`);
+    process.stdout.write(`${stamp()} connected (${await connect()})\n`);
     for (const step of steps) {
       switch (step.kind) {
         case 'expect':

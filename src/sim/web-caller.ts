@@ -68,6 +68,10 @@ export class WebCaller {
   get marksEchoed(): string[] {
     return this.line.marksEchoed;
   }
+  /** When each audio frame from the server arrived. */
+  get frameTimes(): number[] {
+    return this.line.frameTimes;
+  }
   get clears(): number[] {
     return this.line.clears;
   }

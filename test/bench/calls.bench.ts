@@ -27,6 +27,8 @@
  * --json FILE (results as JSON)  --chart FILE (SVG of latency and CPU against concurrent calls)
  * --profile FILE (a V8 CPU profile of the server over the last step's window, for Chrome DevTools)
  * --replot FILE --chart SVG (draw the chart again from a --json file, without running anything).
+ * --web: the callers make web calls (POST /calls/web, 16 kHz PCM through AudioBridge) instead of
+ * dialling over Twilio media streams; the bare baseline stays the Twilio echo.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -49,6 +51,7 @@ import { createProviders, providerSettings } from '../../src/providers/index.js'
 import type { Providers } from '../../src/providers/types.js';
 import { TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
+import { WebCaller } from '../../src/sim/web-caller.js';
 import { WebSocket } from 'ws';
 import { startEchoServer, type EchoServer } from './echo-server.js';
 import { renderChart } from './chart.js';
@@ -74,10 +77,12 @@ interface Options {
   baselineDurationS: number | null;
   profile: string | null;
   replot: string | null;
+  /** Web calls (the browser's transport, 16 kHz PCM through AudioBridge) instead of Twilio media streams. */
+  web: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -95,6 +100,7 @@ function parseOptions(argv: string[]): Options {
       case '--json': o.json = value(); break;
       case '--chart': o.chart = value(); break;
       case '--no-baseline': o.baseline = false; break;
+      case '--web': o.web = true; break;
       case '--profile': o.profile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
@@ -178,7 +184,7 @@ function withLatency(providers: Providers, llmMs: number, ttsMs: number): Provid
 // messages between the server (this process) and the callers (the child)
 
 type ToCallers =
-  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number }
+  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string } }
   | { type: 'stop' }
   | { type: 'echo'; url: string; calls: number; rampMs: number }
   | { type: 'echo-window' }
@@ -231,11 +237,17 @@ async function callersMain(): Promise<void> {
   };
 
   const runCaller = async (i: number, run: Extract<ToCallers, { type: 'run' }>) => {
-    const call = new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+    const web = run.web;
+    const call = web
+      ? new WebCaller({ baseUrl: run.baseUrl, apiKey: web.apiKey })
+      : new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
     let up = false;
     try {
-      const outcome = await call.dial();
-      if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
+      if (call instanceof WebCaller) await call.start({ assistant_id: web!.assistantId, workflow_id: web!.workflowId });
+      else {
+        const outcome = await call.dial();
+        if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
+      }
       // the greeting: audio arrives, then the line goes quiet
       await until(() => call.frameTimes.length > 0 || call.closed, 30_000, 'the greeting');
       await call.quiet(400);
@@ -545,7 +557,7 @@ async function serverMain(o: Options): Promise<void> {
     `bench:calls on ${machine}\n` +
       `  server: this process (pid ${process.pid}); callers: a child process; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
-      `sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
+      `${o.web ? 'web calls (16 kHz PCM), ' : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
   );
 
   const echo = o.baseline ? await startEchoServer() : null;
@@ -558,7 +570,8 @@ async function serverMain(o: Options): Promise<void> {
       await setUpAccount(hooksUrl);
     }
     const baseline = echo ? await runBaseline(n, o, callers, echo) : undefined;
-    const result = await runStep(n, o, callers, baseUrl, number, recorder, (on) => (recording = on), () => runtime.calls.liveCount());
+    const web = o.web ? { apiKey: key, assistantId: assistant.assistant.id as string, workflowId: workflow.workflow.id as string } : undefined;
+    const result = await runStep(n, o, callers, baseUrl, number, web, recorder, (on) => (recording = on), () => runtime.calls.liveCount());
     if (baseline) result.baseline = baseline;
     results.push(result);
     printResult(result);
@@ -757,6 +770,7 @@ async function runStep(
   callers: CallersProcess,
   baseUrl: string,
   number: string,
+  web: { apiKey: string; assistantId: string; workflowId: string } | undefined,
   recorder: TurnLatencyRecorder,
   setRecording: (on: boolean) => void,
   liveCount: () => number,
@@ -790,7 +804,7 @@ async function runStep(
     else if (Math.round((Date.now() - started) / 1000) % 5 === 0) process.stderr.write(`${line}\n`);
   }, 1000);
 
-  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs });
+  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}) });
   const dialled = await allDialled;
   // a moment for the last greetings to finish, then measure (nothing to measure if no call is up)
   await new Promise((r) => setTimeout(r, 2_000));

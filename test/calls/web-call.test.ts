@@ -41,7 +41,7 @@ describe('web calls', () => {
     expect(types).toContain('turn');
     expect(types).toContain('latency');
     expect(types.at(-1)).toBe('ended');
-    const latency = caller.events.find((e) => e.type === 'latency')!.latency as Record<string, number>;
+    const latency = caller.events.find((e) => e.type === 'latency')!.latency as { total_ms: number; service_ms: number; provider_wait_ms: number };
     expect(latency.total_ms).toBeGreaterThan(0);
     expect(latency.service_ms + latency.provider_wait_ms).toBeCloseTo(latency.total_ms, 0);
     const nodes = caller.events.filter((e) => e.type === 'node').map((e) => e.node_id);
