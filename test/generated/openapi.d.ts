@@ -187,6 +187,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/calls/web": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a web call: talk to an assistant from a browser
+         * @description Makes a call of type `web_call` that runs the same pipeline, engine, webhooks and report as a phone call, with no phone: the answer's `url` is a WebSocket (a one-time token, valid 60 s) that carries 16 kHz 16-bit mono PCM both ways and JSON control messages (docs/web-calls.md). The body is that of `POST /chats`. An unknown assistant or workflow is 400 `Invalid request`; a failed call-start check is 400 `Call rejected` and nothing is made.
+         */
+        post: operations["createWebCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/calls": {
         parameters: {
             query?: never;
@@ -347,6 +367,28 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @example {
+         *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
+         *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
+         *       "variables": {
+         *         "customer_name": "Dana"
+         *       }
+         *     }
+         */
+        WebCallBodyInput: {
+            /** Format: uuid */
+            assistant_id: string;
+            /**
+             * Format: uuid
+             * @description absent or null: the assistant alone, as a number without a workflow
+             */
+            workflow_id?: string | null;
+            /** @description values for {{name}} placeholders in what the assistant says and is told (DECISIONS 12, docs/variables.md): at most 100; names 1 to 64 of A-Z, a-z, 0-9, _, . and - (not starting with a digit, . or -); values a string of at most 2,000 characters, a number or a boolean (said as written: 42, true). They win over built-ins of the same name (business_name, customer.number, customer.name, phone_number.number, call.id, call.type, now, today). */
+            variables?: {
+                [key: string]: string | number | boolean;
+            };
+        };
         /**
          * @example {
          *       "id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
@@ -969,115 +1011,6 @@ export interface components {
         };
         /**
          * @example {
-         *       "id": "c4a8e2f1-7b3d-4e59-9a06-1f5e8d2b6c73",
-         *       "type": "inbound_phone_call",
-         *       "status": "ended",
-         *       "transport": "twilio",
-         *       "phone_number": {
-         *         "number": "+14155550100",
-         *         "name": "Front desk line"
-         *       },
-         *       "customer": {
-         *         "number": "+14155550142",
-         *         "name": null
-         *       },
-         *       "answered_by": null,
-         *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
-         *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
-         *       "definition_hash": "8f1e0c6a2b9d4f73e5a1c8b07d2f6e94a3c5b1d08e7f2a6c4b9d3e1f0a8c7b25",
-         *       "workflow_note": null,
-         *       "current_node": "bye",
-         *       "nodes_visited": [
-         *         "greeting",
-         *         "bye"
-         *       ],
-         *       "transcript": "Assistant: Hello, Acme Dental! How can I help?\nCaller: I just wanted your opening hours, that is all.\nAssistant: Thanks for calling, goodbye.",
-         *       "messages": [
-         *         {
-         *           "role": "assistant",
-         *           "content": "Hello, Acme Dental! How can I help?",
-         *           "time": "2025-06-02T09:14:04.120Z",
-         *           "seconds_from_start": 0.6,
-         *           "node_id": "greeting"
-         *         },
-         *         {
-         *           "role": "user",
-         *           "content": "I just wanted your opening hours, that is all.",
-         *           "time": "2025-06-02T09:14:09.870Z",
-         *           "seconds_from_start": 6.35,
-         *           "node_id": "greeting"
-         *         },
-         *         {
-         *           "role": "assistant",
-         *           "content": "Thanks for calling, goodbye.",
-         *           "time": "2025-06-02T09:14:11.030Z",
-         *           "seconds_from_start": 7.51,
-         *           "node_id": "bye"
-         *         }
-         *       ],
-         *       "created_at": "2025-06-02T09:14:03.512Z",
-         *       "started_at": "2025-06-02T09:14:03.520Z",
-         *       "ended_at": "2025-06-02T09:14:13.400Z",
-         *       "ended_reason": "assistant-ended-call",
-         *       "errors": [],
-         *       "structured_data": null
-         *     }
-         */
-        Call: {
-            /** Format: uuid */
-            id: string;
-            /** @enum {string} */
-            type: "inbound_phone_call" | "outbound_phone_call" | "web_call";
-            /** @enum {string} */
-            status: "queued" | "ringing" | "in-progress" | "forwarding" | "ended";
-            /** @description the carrier the call came through: twilio */
-            transport: string;
-            phone_number: {
-                number: string;
-                name: string | null;
-            } | null;
-            customer: {
-                number: string;
-                /** @description as given to POST /calls; null for inbound calls */
-                name: string | null;
-            } | null;
-            /**
-             * @description outbound calls: who answered, as answering-machine detection said (null: nobody answered, not known yet, or an inbound call)
-             * @enum {string|null}
-             */
-            answered_by: "human" | "machine" | "unknown" | null;
-            /** @description null for an inline assistant from assistant-request */
-            assistant_id: string | null;
-            workflow_id: string | null;
-            /** @description sha256 (hex) of the canonical JSON (keys sorted) of the workflow definition the call ran, as it was at call start; null when no workflow ran */
-            definition_hash: string | null;
-            /** @description why the number's workflow did not run, when it did not */
-            workflow_note: string | null;
-            current_node: string | null;
-            nodes_visited: string[];
-            /** @description "Assistant: …" and "Caller: …" lines; empty with gdpr_mode once the call is over */
-            transcript: string;
-            /** @description empty with gdpr_mode once the call is over */
-            messages: {
-                role: string;
-                content: string;
-                time: string;
-                seconds_from_start: number;
-                node_id: string | null;
-            }[];
-            /** @description ISO 8601 UTC timestamp */
-            created_at: string;
-            /** @description ISO 8601 UTC timestamp */
-            started_at: string | null;
-            /** @description ISO 8601 UTC timestamp */
-            ended_at: string | null;
-            ended_reason: string | null;
-            errors: string[];
-            /** @description what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was */
-            structured_data: unknown;
-        };
-        /**
-         * @example {
          *       "id": "d81f5c2a-3e9b-4a70-b6d4-7c2e1a9f0b58",
          *       "status": "active",
          *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
@@ -1157,6 +1090,117 @@ export interface components {
             created_at: string;
             /** @description ISO 8601 UTC timestamp */
             updated_at: string;
+        };
+        /**
+         * @example {
+         *       "id": "c4a8e2f1-7b3d-4e59-9a06-1f5e8d2b6c73",
+         *       "type": "inbound_phone_call",
+         *       "status": "ended",
+         *       "transport": "twilio",
+         *       "phone_number": {
+         *         "number": "+14155550100",
+         *         "name": "Front desk line"
+         *       },
+         *       "customer": {
+         *         "number": "+14155550142",
+         *         "name": null
+         *       },
+         *       "answered_by": null,
+         *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
+         *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
+         *       "definition_hash": "8f1e0c6a2b9d4f73e5a1c8b07d2f6e94a3c5b1d08e7f2a6c4b9d3e1f0a8c7b25",
+         *       "workflow_note": null,
+         *       "current_node": "bye",
+         *       "nodes_visited": [
+         *         "greeting",
+         *         "bye"
+         *       ],
+         *       "transcript": "Assistant: Hello, Acme Dental! How can I help?\nCaller: I just wanted your opening hours, that is all.\nAssistant: Thanks for calling, goodbye.",
+         *       "messages": [
+         *         {
+         *           "role": "assistant",
+         *           "content": "Hello, Acme Dental! How can I help?",
+         *           "time": "2025-06-02T09:14:04.120Z",
+         *           "seconds_from_start": 0.6,
+         *           "node_id": "greeting"
+         *         },
+         *         {
+         *           "role": "user",
+         *           "content": "I just wanted your opening hours, that is all.",
+         *           "time": "2025-06-02T09:14:09.870Z",
+         *           "seconds_from_start": 6.35,
+         *           "node_id": "greeting"
+         *         },
+         *         {
+         *           "role": "assistant",
+         *           "content": "Thanks for calling, goodbye.",
+         *           "time": "2025-06-02T09:14:11.030Z",
+         *           "seconds_from_start": 7.51,
+         *           "node_id": "bye"
+         *         }
+         *       ],
+         *       "created_at": "2025-06-02T09:14:03.512Z",
+         *       "started_at": "2025-06-02T09:14:03.520Z",
+         *       "ended_at": "2025-06-02T09:14:13.400Z",
+         *       "ended_reason": "assistant-ended-call",
+         *       "errors": [],
+         *       "structured_data": null
+         *     }
+         */
+        Call: {
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            type: "inbound_phone_call" | "outbound_phone_call" | "web_call";
+            /** @enum {string} */
+            status: "queued" | "ringing" | "in-progress" | "forwarding" | "ended";
+            /** @description what carries the call: twilio, or web (a browser) */
+            transport: string;
+            /** @description null for a web call */
+            phone_number: {
+                number: string;
+                name: string | null;
+            } | null;
+            /** @description null for a web call */
+            customer: {
+                number: string;
+                /** @description as given to POST /calls; null for inbound calls */
+                name: string | null;
+            } | null;
+            /**
+             * @description outbound calls: who answered, as answering-machine detection said (null: nobody answered, not known yet, or an inbound call)
+             * @enum {string|null}
+             */
+            answered_by: "human" | "machine" | "unknown" | null;
+            /** @description null for an inline assistant from assistant-request */
+            assistant_id: string | null;
+            workflow_id: string | null;
+            /** @description sha256 (hex) of the canonical JSON (keys sorted) of the workflow definition the call ran, as it was at call start; null when no workflow ran */
+            definition_hash: string | null;
+            /** @description why the number's workflow did not run, when it did not */
+            workflow_note: string | null;
+            current_node: string | null;
+            nodes_visited: string[];
+            /** @description "Assistant: …" and "Caller: …" lines; empty with gdpr_mode once the call is over */
+            transcript: string;
+            /** @description empty with gdpr_mode once the call is over */
+            messages: {
+                role: string;
+                content: string;
+                time: string;
+                seconds_from_start: number;
+                node_id: string | null;
+            }[];
+            /** @description ISO 8601 UTC timestamp */
+            created_at: string;
+            /** @description ISO 8601 UTC timestamp */
+            started_at: string | null;
+            /** @description ISO 8601 UTC timestamp */
+            ended_at: string | null;
+            ended_reason: string | null;
+            errors: string[];
+            /** @description what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was */
+            structured_data: unknown;
         };
     };
     responses: never;
@@ -3458,6 +3502,99 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    createWebCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebCallBodyInput"];
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        call: components["schemas"]["Call"];
+                        /** @description ws(s)://…/calls/web/stream?token=…: open it within 60 s; the token works once */
+                        url: string;
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the server is shutting down */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
