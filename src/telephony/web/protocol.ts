@@ -50,8 +50,19 @@ export function parseBrowserMessage(text: string): Parsed<BrowserMessage> {
     case 'hangup':
       return { ok: true, message: { type: 'hangup' } };
     default:
-      return { ok: false, reason: `unknown message type ${JSON.stringify(m.type ?? null).slice(0, 40)} (mark, dtmf, hangup)` };
+      return { ok: false, reason: `unknown message type ${describeType(m.type)} (mark, dtmf, hangup)` };
   }
+}
+
+/**
+ * The `type` the browser sent, for its error message: a string or number as JSON (cut short), an
+ * array or object only by kind. Never `JSON.stringify` of what the browser nested: 64 KiB of
+ * `[[[…]]]` parses, but writing it back out overflows the stack.
+ */
+function describeType(type: unknown): string {
+  if (Array.isArray(type)) return 'an array';
+  if (typeof type === 'object' && type !== null) return 'an object';
+  return JSON.stringify(type ?? null).slice(0, 40);
 }
 
 const round = (ms: number | null) => (ms === null ? null : Math.round(ms * 10) / 10);

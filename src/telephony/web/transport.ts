@@ -41,8 +41,9 @@ export class WebTelephony {
   }
 
   /**
-   * `GET /calls/web/stream?token=…`: the token is checked (and used up) before the upgrade, so a
-   * bad one gets a plain 4xx and nothing else happens.
+   * `GET /calls/web/stream?token=…`: the token is checked (and used up) and the call started
+   * before the upgrade, so a bad token, or a call no longer waiting for its stream, gets a plain
+   * 4xx and nothing else happens.
    */
   upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     const remote = request.socket.remoteAddress ?? 'unknown';
@@ -52,52 +53,82 @@ export class WebTelephony {
       this.log.warn({ remote }, 'web-call stream refused: no token, or not one the API gives');
       return refuseUpgrade(socket, 400, { error: 'Invalid request', message: 'token: the query must carry the token POST /calls/web gave' });
     }
+    const handshake = handshakeProblem(request);
+    if (handshake) {
+      // before the token is used: a client that gets its handshake wrong may try again with it
+      this.log.warn({ remote, handshake }, 'web-call stream refused: not a WebSocket handshake');
+      return refuseUpgrade(socket, 400, { error: 'Invalid request', message: `not a WebSocket handshake: ${handshake}` });
+    }
     if (!this.o.calls.isAccepting()) {
       return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the server is shutting down' });
     }
     const [, callId, secret] = match as unknown as [string, string, string];
-    this.o.calls.claimStream(callId, secret).then(
-      (claimed) => {
-        if (!claimed) {
-          this.log.warn({ remote, callId }, 'web-call stream refused: unknown, expired or used token');
-          return refuseUpgrade(socket, 403, { error: 'Forbidden', message: 'the token is unknown, expired (60 s) or already used' });
-        }
-        if (socket.destroyed) {
-          // the browser left while its token was checked: the call never started
-          this.log.info({ callId }, 'the browser left before its web-call stream opened');
-          return;
-        }
-        this.wss.handleUpgrade(request, socket, head, (ws) => this.attach(ws, callId, remote));
-      },
-      (err: unknown) => {
-        this.log.error({ err, callId }, 'web-call stream: the token could not be checked');
-        refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call store did not answer; try again' });
-      },
-    );
+    void this.open(request, socket, head, callId, secret, remote);
   }
 
-  /** An open stream whose token was good: the call starts on it. */
-  private attach(ws: WebSocket, callId: string, remote: string): void {
-    let call: ActiveCall | null = null;
-    let unwatch: (() => void) | null = null;
-    const marks = new PendingMarks();
-    const stopWatching = () => {
-      unwatch?.();
-      unwatch = null;
-    };
-    /** The call's own code runs here: what it throws ends that call, never the process. */
-    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
-      const c = call;
-      if (!c) return;
+  /** Uses up the token, starts the call on a link that waits for its socket, then upgrades. */
+  private async open(request: IncomingMessage, socket: Duplex, head: Buffer, callId: string, secret: string, remote: string): Promise<void> {
+    try {
+      if (!(await this.o.calls.claimStream(callId, secret))) {
+        this.log.warn({ remote, callId }, 'web-call stream refused: unknown, expired or used token');
+        return refuseUpgrade(socket, 403, { error: 'Forbidden', message: 'the token is unknown, expired (60 s) or already used' });
+      }
+    } catch (err) {
+      this.log.error({ err, callId }, 'web-call stream: the token could not be checked');
+      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call store did not answer; try again' });
+    }
+    if (socket.destroyed) {
+      // the browser left while its token was checked: the call never started
+      this.log.info({ callId }, 'the browser left before its web-call stream opened');
+      return;
+    }
+    const link = new BrowserLink();
+    let call: ActiveCall | null;
+    try {
+      call = await this.o.calls.connectClaimed(callId, (record) => this.transport(link, record));
+    } catch (err) {
+      this.log.error({ err, callId }, 'web call could not start');
+      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call could not start; try again' });
+    }
+    if (!call) {
+      // ended meanwhile (POST /calls/{id}/end, or finalized): its token may still have been there
+      this.log.warn({ callId, remote }, 'web-call stream refused: the call is no longer waiting for it');
+      return refuseUpgrade(socket, 403, { error: 'Forbidden', message: 'the call is no longer waiting for its stream' });
+    }
+    const started = call;
+    const hungUp = (why: string) => {
+      this.log.info({ callId }, why);
       try {
-        fn(c);
+        started.callerHungUp();
       } catch (err) {
-        c.fail(err, what);
+        started.fail(err, 'hang-up');
       }
     };
-    const monitor = new StreamMonitor(this.o.watcher.liveness, marks, () => ws.ping(), {
+    if (socket.destroyed) return hungUp('the browser left before its web-call stream opened');
+    let upgraded = false;
+    this.wss.handleUpgrade(request, socket, head, (ws) => {
+      upgraded = true;
+      // (a call that ended meanwhile still says `started`, then its end, then closes)
+      this.attach(ws, started, link, remote);
+    });
+    // ws answered the handshake itself (a bad one, or the server closing): the call had started, and ends
+    if (!upgraded) hungUp('the web-call stream\'s handshake failed');
+  }
+
+  /** The open stream of a call that has started: the browser's frames go to the call. */
+  private attach(ws: WebSocket, call: ActiveCall, link: BrowserLink, remote: string): void {
+    const callId = call.record.id;
+    /** The call's own code runs here: what it throws ends that call, never the process. */
+    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
+      try {
+        fn(call);
+      } catch (err) {
+        call.fail(err, what);
+      }
+    };
+    const monitor = new StreamMonitor(this.o.watcher.liveness, link.marks, () => ws.ping(), {
       gone: (why) => {
-        stopWatching();
+        link.stopWatching();
         ws.terminate();
         toCall('far end gone', (c) => c.farEndGone(why));
       },
@@ -107,9 +138,7 @@ export class WebTelephony {
     const tell = (reason: string) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'error', message: reason }));
     };
-    // what arrives before the call has started is dropped: nothing can take it yet
-    ws.on('message', (data, isBinary) => {
-      const buffer = data as Buffer;
+    const received = (buffer: Buffer, isBinary: boolean) => {
       if (isBinary) {
         const wrong = checkAudio(buffer);
         if (wrong) return tell(wrong);
@@ -121,87 +150,137 @@ export class WebTelephony {
       const m = parsed.message;
       switch (m.type) {
         case 'mark':
-          if (marks.answered(m.name)) toCall('mark', (c) => c.played(m.name));
+          if (link.marks.answered(m.name)) toCall('mark', (c) => c.played(m.name));
           return;
         case 'dtmf':
           return toCall('key press', (c) => c.dtmf(m.digit));
         case 'hangup':
-          toCall('hang-up', (c) => c.callerHungUp());
-          if (!call) ws.close(1000, 'hung up');
-          return;
+          return toCall('hang-up', (c) => c.callerHungUp());
+      }
+    };
+    ws.on('message', (data, isBinary) => {
+      // whatever a frame holds, it never reaches the process: at worst the browser is told
+      try {
+        received(data as Buffer, isBinary);
+      } catch (err) {
+        this.log.warn({ err, callId, remote }, 'a web-call frame could not be read');
+        tell('the message could not be read');
       }
     });
     ws.on('pong', () => monitor.pong());
     ws.on('close', () => {
-      stopWatching();
+      link.stopWatching();
       toCall('hang-up', (c) => c.callerHungUp());
     });
     ws.on('error', () => undefined);
 
-    this.o.calls.connectClaimed(callId, (record) => this.transport(ws, record, marks, stopWatching)).then(
-      (c) => {
-        if (!c) {
-          this.log.warn({ callId, remote }, 'web-call stream closed: the call is no longer waiting for it');
-          tell('the call is no longer waiting for its stream');
-          ws.close(1008, 'call not waiting');
-          return;
-        }
-        call = c;
-        monitor.started();
-        if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
-        ws.send(
-          JSON.stringify({
-            type: 'started',
-            call: { id: c.record.id, type: c.record.type, assistant_id: c.record.assistant_id, workflow_id: c.record.workflow_id },
-            audio: { encoding: 'pcm16', sample_rate: WEB_SAMPLE_RATE, channels: 1, frame_ms: 20 },
-          }),
-        );
-        unwatch = this.o.watcher.watch((now) => {
-          if (call && !call.isEnded()) monitor.check(now);
-        });
-      },
-      (err: unknown) => {
-        this.log.error({ err, callId }, 'web call could not start');
-        ws.close(1011, 'start failed');
-      },
+    // `started` first, then what the call said before the socket opened
+    ws.send(
+      JSON.stringify({
+        type: 'started',
+        call: { id: callId, type: call.record.type, assistant_id: call.record.assistant_id, workflow_id: call.record.workflow_id },
+        audio: { encoding: 'pcm16', sample_rate: WEB_SAMPLE_RATE, channels: 1, frame_ms: 20 },
+      }),
+    );
+    link.attach(ws);
+    if (link.closed) return;
+    monitor.started();
+    link.watching(
+      this.o.watcher.watch((now) => {
+        if (!call.isEnded()) monitor.check(now);
+      }),
     );
   }
 
   /** The `CallTransport` of one browser: 16 kHz PCM both ways, marks echoed by the page. */
-  private transport(ws: WebSocket, record: CallRecord, marks: PendingMarks, stopWatching: () => void): CallTransport {
-    const open = () => ws.readyState === ws.OPEN;
-    const sendText = (text: string) => {
-      if (open()) ws.send(text);
-    };
+  private transport(link: BrowserLink, record: CallRecord): CallTransport {
     return {
       kind: 'web',
       audioFormat: { encoding: 'pcm16', sampleRate: WEB_SAMPLE_RATE },
-      sendAudio: (frame) => {
-        if (open()) ws.send(frame, { binary: true });
-      },
+      sendAudio: (frame) => void link.send(frame, true),
       mark: (name) => {
-        if (!open()) return;
-        ws.send(JSON.stringify({ type: 'mark', name }));
-        marks.sent(name);
+        if (link.send(JSON.stringify({ type: 'mark', name }))) link.marks.sent(name);
       },
-      clear: () => sendText('{"type":"clear"}'),
+      clear: () => void link.send('{"type":"clear"}'),
       // a browser has no carrier leg: closing the socket is the hang-up
       hangUp: async () => undefined,
       // nor a phone line to move: the browser is told, and the call ends call-transferred (as a chat does)
       transfer: async (destination) => {
         this.log.info({ callId: record.id, destination }, 'web call reached a transfer: nothing is dialled');
-        sendText(JSON.stringify({ type: 'transfer', destination }));
+        link.send(JSON.stringify({ type: 'transfer', destination }));
       },
-      close: () => {
-        stopWatching();
-        if (open()) ws.close(1000, 'call ended');
-      },
-      observe: (event: CallObservation) => sendText(observationMessage(event)),
+      close: () => link.close(),
+      observe: (event: CallObservation) => void link.send(observationMessage(event)),
     };
   }
 
   close(): void {
     for (const client of this.wss.clients) client.terminate();
     this.wss.close();
+  }
+}
+
+/**
+ * What `ws` would refuse of the handshake itself (its own checks, the same ones), found before the
+ * token is used up and the call started; null when it will take it.
+ */
+function handshakeProblem(request: IncomingMessage): string | null {
+  if (request.method !== 'GET') return 'the method must be GET';
+  if (request.headers.upgrade?.toLowerCase() !== 'websocket') return 'the Upgrade header must be websocket';
+  if (!/^[+/0-9A-Za-z]{22}==$/.test(request.headers['sec-websocket-key'] ?? '')) return 'a missing or invalid Sec-WebSocket-Key header';
+  const version = Number(request.headers['sec-websocket-version']);
+  if (version !== 13 && version !== 8) return 'a missing or invalid Sec-WebSocket-Version header (13)';
+  return null;
+}
+
+/**
+ * One browser's socket as its call's transport sees it. The call starts before the upgrade (so
+ * that a call no longer waiting gets its 403 first): what it sends until the socket is there
+ * waits, in order, behind `started`; a close asked for meanwhile closes the socket once it opens.
+ */
+class BrowserLink {
+  readonly marks = new PendingMarks();
+  private ws: WebSocket | null = null;
+  private early: Array<{ data: string | Buffer; binary: boolean }> = [];
+  private unwatch: (() => void) | null = null;
+  /** The call closed its media. */
+  closed = false;
+
+  /** Sends (or keeps until the socket is there); false when it can no longer go out. */
+  send(data: string | Buffer, binary = false): boolean {
+    if (this.closed) return false;
+    if (!this.ws) {
+      this.early.push({ data, binary });
+      return true;
+    }
+    if (this.ws.readyState !== this.ws.OPEN) return false;
+    this.ws.send(data, { binary });
+    return true;
+  }
+
+  attach(ws: WebSocket): void {
+    this.ws = ws;
+    const early = this.early;
+    this.early = [];
+    for (const m of early) if (ws.readyState === ws.OPEN) ws.send(m.data, { binary: m.binary });
+    if (this.closed && ws.readyState === ws.OPEN) ws.close(1000, 'call ended');
+  }
+
+  watching(unwatch: () => void): void {
+    if (this.closed) unwatch();
+    else this.unwatch = unwatch;
+  }
+
+  stopWatching(): void {
+    this.unwatch?.();
+    this.unwatch = null;
+  }
+
+  close(): void {
+    this.stopWatching();
+    if (this.closed) return;
+    this.closed = true;
+    // no socket yet: `attach` closes it once it is there
+    if (this.ws && this.ws.readyState === this.ws.OPEN) this.ws.close(1000, 'call ended');
   }
 }
