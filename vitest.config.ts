@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Two projects: `unit` (engine, API, store, providers, webhooks…) runs files in parallel; `calls`
- * (whole simulated phone calls in real time, where turn-taking is timed) runs one file at a time
+ * (whole simulated phone calls, and the console in Chromium, in real time, where turn-taking is timed) runs one file at a time
  * so that CPU-heavy suites next to them cannot skew what they measure. `npm test` runs both.
  */
 export default defineConfig({
@@ -13,11 +13,12 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/calls/**'] },
+        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/calls/**', 'test/console/**'] },
       },
       {
         extends: true,
-        test: { name: 'calls', include: ['test/calls/**/*.test.ts'], fileParallelism: false },
+        // the console's test runs a web call in real time in Chromium: one file at a time too
+        test: { name: 'calls', include: ['test/calls/**/*.test.ts', 'test/console/**/*.test.ts'], fileParallelism: false },
       },
     ],
   },

@@ -58,6 +58,7 @@ async function main(): Promise<void> {
     `  storage:  ${storage}`,
     `  sessions: ${config.REDIS_URL ? 'Redis (REDIS_URL)' : 'in process'}`,
     `  API docs: ${address}/docs   OpenAPI: ${address}/openapi.json`,
+    `  console:  ${address}/console   (chats and web calls in the browser, with your API key)`,
   ];
   if (devKey) {
     lines.push(

@@ -1,0 +1,390 @@
+/**
+ * The console (GET /console, docs/console.md) end to end: a real Switchboard on 127.0.0.1 with
+ * the sandbox providers, driven from headless Chromium. The page is given an API key, lists the
+ * assistants and workflows, draws the workflow with dagre, runs a chat to its end node by typing,
+ * and runs a web call whose microphone is a WAV file of the sandbox voice (Chromium's fake audio
+ * capture), with the transcript, the current node, the latency and the report checked on the page
+ * and against the API and the webhooks.
+ *
+ * `SCREENSHOTS=1` also writes docs/console-*.png.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { mulawDecode } from '../../src/audio/mulaw.js';
+import { resample } from '../../src/audio/resample.js';
+import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
+import { browserAvailable, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+
+const DAGRE_VERSION = (createRequire(import.meta.url)('@dagrejs/dagre/package.json') as { version: string }).version;
+const SCREENSHOTS = process.env.SCREENSHOTS === '1';
+const DOCS = new URL('../../docs/', import.meta.url);
+
+/** What the caller says in the web call, 3 s and 8 s into the microphone's file: the words of the edges to booking, then to the end. */
+const CALLER_LINES = ['I would like to book an appointment.', 'Goodbye, I am finished.'];
+
+const deskWorkflow = (toolUrl: string) => ({
+  version: 1,
+  entry_node: 'greeting',
+  global_prompt: 'You are the front desk of Acme Dental.',
+  nodes: [
+    { id: 'greeting', type: 'conversation', first_line: 'Hello, this is Acme Dental.', instructions: 'Find out what the caller needs.' },
+    { id: 'booking', type: 'conversation', first_line: 'Let us book your appointment.', instructions: 'Ask for a day.' },
+    { id: 'find_slot', type: 'tool', first_line: 'One moment please.', tool_name: 'find_slot', url: toolUrl, arguments: { day: 'monday' } },
+    { id: 'billing', type: 'conversation', global: true, global_description: 'the caller has a question about a bill or a payment', first_line: 'Billing here.' },
+    { id: 'human', type: 'transfer', destination: '+14155550123', first_line: 'Let me put you through.' },
+    { id: 'bye', type: 'end', first_line: 'Thank you for calling, goodbye.' },
+  ],
+  edges: [
+    { from: 'greeting', to: 'booking', description: 'the caller wants to book an appointment', message: 'Sure thing.' },
+    { from: 'greeting', to: 'bye', description: 'the caller says goodbye or is finished' },
+    { from: 'booking', to: 'find_slot', description: 'the caller names a day of the week' },
+    { from: 'find_slot', to: 'bye' },
+    { from: 'booking', to: 'bye', description: 'the caller says goodbye or is finished' },
+    { from: 'billing', to: 'human', description: 'the caller wants to speak to a person' },
+    { from: 'billing', to: 'bye', description: 'the caller says goodbye or is finished' },
+  ],
+});
+
+/**
+ * The caller's microphone: `lines` in the sandbox voice (μ-law 8 kHz modem audio), decoded and
+ * upsampled to 48 kHz by our resampler (Chromium then converts it to its capture rate, 44.1 kHz,
+ * and the page to 16 kHz: the modem survives all of it), as a 16-bit mono WAV: the first line
+ * 3 s in (the greeting plays first), one every 5 s after it (the reply has played by then), and
+ * 20 s of silence at the end (Chromium plays the file in a loop; the call is over long before the
+ * first line comes round again).
+ */
+function callerWav(lines: string[]): Buffer {
+  const rate = 48_000;
+  const samples = new Int16Array(rate * (3 + 5 * lines.length + 20));
+  lines.forEach((line, i) => samples.set(resample(mulawDecode(synthesizeSandboxSpeech(line)), 8000, rate), rate * (3 + 5 * i)));
+  const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0);
+  header.writeUInt32LE(36 + data.length, 4);
+  header.write('WAVEfmt ', 8);
+  header.writeUInt32LE(16, 16); // fmt chunk size
+  header.writeUInt16LE(1, 20); // PCM
+  header.writeUInt16LE(1, 22); // mono
+  header.writeUInt32LE(rate, 24);
+  header.writeUInt32LE(rate * 2, 28); // bytes per second
+  header.writeUInt16LE(2, 32); // block align
+  header.writeUInt16LE(16, 34); // bits per sample
+  header.write('data', 36);
+  header.writeUInt32LE(data.length, 40);
+  return Buffer.concat([header, data]);
+}
+
+/** The transcript as the page shows it: [who, text, meta] per line. */
+const transcript = (page: Page) =>
+  page.$$eval('#transcript li', (items) =>
+    items.map((li) => [...li.querySelectorAll('span')].map((s) => s.textContent ?? '')),
+  );
+const currentNode = (page: Page) => page.$$eval('#graph .node.current', (nodes) => nodes.map((n) => n.getAttribute('data-node')));
+const report = (page: Page) =>
+  page.$$eval('#report dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.getAttribute('data-field'), dd.textContent])));
+
+/**
+ * Waits until `expression` is truthy in the page. Polled with page.evaluate (the page's policy
+ * forbids eval, which page.waitForFunction uses for a string; the DOM has no types here).
+ */
+async function until(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await page.evaluate(expression))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${expression}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function shot(page: Page, name: string) {
+  if (SCREENSHOTS) await page.screenshot({ path: new URL(`console-${name}.png`, DOCS).pathname, fullPage: true });
+}
+
+describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chromium', () => {
+  let server: CallingServer;
+  let browser: TestBrowser;
+  let dir: string;
+  let assistantId: string;
+  let workflowId: string;
+  let page: Page;
+  const definition = () => deskWorkflow(`${server.receiver.url}/tools`);
+
+  beforeAll(async () => {
+    server = await startCallingServer();
+    const assistant = await server.api('POST', '/assistants', sandboxAssistant({ name: 'Front desk (sandbox)' }));
+    expect(assistant.status).toBe(201);
+    assistantId = assistant.json.assistant.id;
+    const other = await server.api('POST', '/workflows', { name: 'Other flow', definition: { version: 1, entry_node: 'only', nodes: [{ id: 'only', type: 'end' }], edges: [] } });
+    expect(other.status).toBe(201);
+    const workflow = await server.api('POST', '/workflows', { name: 'Acme front desk', definition: definition() });
+    expect(workflow.status, JSON.stringify(workflow.json)).toBe(201);
+    workflowId = workflow.json.workflow.id;
+    dir = await mkdtemp(join(tmpdir(), 'switchboard-console-'));
+    const wav = join(dir, 'caller.wav');
+    await writeFile(wav, callerWav(CALLER_LINES));
+    browser = await launchBrowser({ microphoneWav: wav });
+    page = browser.page;
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** The page as a user finds it on coming back to the tab (the key kept), with the desk workflow chosen: each test starts from here. */
+  async function fresh() {
+    await page.reload();
+    await page.waitForSelector('#graph .node');
+    await page.selectOption('#assistant', assistantId);
+    await page.selectOption('#workflow', workflowId);
+    await until(page, "document.querySelectorAll('#graph .node').length === 6 && !document.querySelector('#start-call').disabled");
+  }
+
+  const failWithLogs = <T>(work: Promise<T>): Promise<T> =>
+    work.catch((err: Error) => {
+      err.message += `\nbrowser console:\n${browser.logs.join('\n')}`;
+      throw err;
+    });
+
+  it('serves the page, its script, its worklet and dagre without a key, with types and cache headers', async () => {
+    // every body read to its end: a response left unread keeps its connection busy, and the server's close waits for it
+    const get = async (path: string, headers: Record<string, string> = {}) => {
+      const res = await fetch(`${server.baseUrl}${path}`, { headers });
+      return { status: res.status, headers: res.headers, body: await res.text() };
+    };
+    const html = await get('/console');
+    expect(html.status).toBe(200);
+    expect(html.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(html.headers.get('cache-control')).toBe('no-cache');
+    expect(html.headers.get('content-security-policy')).toContain("script-src 'self'");
+    const body = html.body;
+    const dagrePath = `/console/vendor/dagre-${DAGRE_VERSION}.min.js`;
+    expect(body).toContain(`<script src="${dagrePath}"`);
+    expect((await get('/console/')).status).toBe(200);
+
+    const revalidated = await get('/console', { 'if-none-match': html.headers.get('etag')! });
+    expect(revalidated.status).toBe(304);
+
+    for (const [path, type] of [
+      ['/console/app.js', 'text/javascript; charset=utf-8'],
+      ['/console/mic-worklet.js', 'text/javascript; charset=utf-8'],
+      ['/console/app.css', 'text/css; charset=utf-8'],
+    ] as const) {
+      const res = await get(path);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('content-type'), path).toBe(type);
+      expect(res.headers.get('cache-control'), path).toBe('no-cache');
+    }
+    const dagre = await get(dagrePath);
+    expect(dagre.status).toBe(200);
+    expect(dagre.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(dagre.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    const shipped = await readFile(createRequire(import.meta.url).resolve('@dagrejs/dagre/package.json').replace(/package\.json$/, 'dist/dagre.min.js'), 'utf8');
+    expect(dagre.body).toBe(shipped);
+
+    const missing = await get('/console/%2e%2e/package.json'); // a file of its own list, or nothing
+    expect(missing.status).toBe(404);
+    expect((await get('/console/vendor/dagre.js')).status).toBe(404);
+    // not part of the API's description
+    const openapi = JSON.parse((await get('/openapi.json')).body) as { paths: Record<string, unknown> };
+    expect(Object.keys(openapi.paths).filter((p) => p.startsWith('/console'))).toEqual([]);
+  });
+
+  it('asks for a key, lists the assistants and workflows, and draws the workflow laid out by dagre', async () => {
+    await failWithLogs(
+      (async () => {
+        await page.goto(`${server.baseUrl}/console`);
+        await page.fill('#key', 'sk_live_not-a-key');
+        await page.click('#use-key');
+        await page.waitForSelector('#status.bad');
+        expect(await page.textContent('#status')).toContain('Invalid API key');
+        expect(await page.$$eval('#assistant option', (o) => o.length)).toBe(0);
+
+        await page.fill('#key', server.key);
+        await page.click('#use-key');
+        await page.waitForSelector('#graph .node');
+        // the key stays in this tab's session storage: a reload needs no typing
+        expect(await page.evaluate("sessionStorage.getItem('switchboard.console.key')")).toBe(server.key);
+        await page.reload();
+        await page.waitForSelector('#graph .node');
+
+        const assistants = await page.$$eval('#assistant option', (o) => o.map((x) => [x.getAttribute('value'), x.textContent]));
+        expect(assistants).toEqual([[assistantId, 'Front desk (sandbox)']]);
+        const workflows = await page.$$eval('#workflow option', (o) => o.map((x) => x.textContent));
+        expect(workflows).toEqual(['(none: the assistant alone)', 'Other flow', 'Acme front desk']);
+        await page.selectOption('#assistant', assistantId);
+        await page.selectOption('#workflow', workflowId);
+        await until(page, "document.querySelectorAll('#graph .node').length === 6");
+        expect(await page.textContent('#graph-title')).toBe('Acme front desk');
+
+        // one SVG node per workflow node, placed by dagre: ranks go down the edges
+        const def = definition();
+        const nodes = await page.$$eval('#graph .node', (gs) =>
+          gs.map((g) => {
+            const [, x, y] = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute('transform') ?? '') ?? [];
+            return { id: g.getAttribute('data-node'), cls: g.getAttribute('class'), x: Number(x), y: Number(y), label: g.querySelector('text.id')?.textContent };
+          }),
+        );
+        expect(nodes.map((n) => n.id).sort()).toEqual(def.nodes.map((n) => n.id).sort());
+        const at = Object.fromEntries(nodes.map((n) => [n.id, n]));
+        for (const n of def.nodes) {
+          expect(at[n.id]!.label).toBe(n.id);
+          expect(at[n.id]!.cls).toContain(`k-${n.type}`);
+        }
+        expect(at.billing!.cls).toContain('global');
+        expect(at.greeting!.y).toBeLessThan(at.booking!.y);
+        expect(at.booking!.y).toBeLessThan(at.find_slot!.y);
+        expect(at.find_slot!.y).toBeLessThan(at.bye!.y);
+        expect(at.billing!.y).toBeLessThan(at.human!.y);
+        expect(new Set(nodes.map((n) => `${n.x},${n.y}`)).size).toBe(nodes.length); // no two in one place
+        const edges = await page.$$eval('#graph .edge', (gs) => gs.map((g) => `${g.getAttribute('data-from')}>${g.getAttribute('data-to')}`));
+        expect(edges.sort()).toEqual(def.edges.map((e) => `${e.from}>${e.to}`).sort());
+        expect(await page.evaluate('typeof window.dagre?.layout')).toBe('function');
+
+        // the assistant alone: one node
+        await page.selectOption('#workflow', '');
+        await until(page, "document.querySelectorAll('#graph .node').length === 1");
+        expect(await page.getAttribute('#graph .node', 'data-node')).toBe('assistant');
+        await page.selectOption('#workflow', workflowId);
+        await until(page, "document.querySelectorAll('#graph .node').length === 6");
+      })(),
+    );
+  });
+
+  it('runs a chat to its end node: transcript, current node, ended reason', async () => {
+    await failWithLogs(
+      (async () => {
+        await fresh();
+        await page.click('#start-chat');
+        await page.waitForSelector('#transcript li');
+        expect(await transcript(page)).toEqual([['Assistant', 'Hello, this is Acme Dental.', 'greeting']]);
+        expect(await currentNode(page)).toEqual(['greeting']);
+
+        await page.fill('#say-text', 'I would like to book an appointment');
+        await page.press('#say-text', 'Enter');
+        await until(page, "document.querySelectorAll('#transcript li').length === 4");
+        expect(await transcript(page)).toEqual([
+          ['Assistant', 'Hello, this is Acme Dental.', 'greeting'],
+          ['Caller', 'I would like to book an appointment', 'greeting'],
+          ['Assistant', 'Sure thing.', 'greeting'],
+          ['Assistant', 'Let us book your appointment.', 'booking'],
+        ]);
+        expect(await currentNode(page)).toEqual(['booking']);
+        expect(await page.$$eval('#graph .edge.taken', (gs) => gs.map((g) => g.getAttribute('data-to')))).toEqual(['booking']);
+
+        await page.fill('#say-text', 'Goodbye, I am finished');
+        await page.click('#say-send');
+        await page.waitForSelector('#report:not([hidden]) dd');
+        expect((await transcript(page)).slice(4)).toEqual([
+          ['Caller', 'Goodbye, I am finished', 'booking'],
+          ['Assistant', 'Thank you for calling, goodbye.', 'bye'],
+        ]);
+        expect(await currentNode(page)).toEqual(['bye']);
+        expect(await report(page)).toEqual({ ended_reason: 'assistant-ended-call', nodes_visited: 'greeting → booking → bye' });
+        expect(await page.isHidden('#say-form')).toBe(true);
+        // a reply time per message
+        const rows = await page.$$eval('#latency tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+        expect(rows).toHaveLength(2);
+        for (const row of rows) expect(row[2]).toMatch(/^\d+ ms$/);
+
+        // what the page showed is the server's chat
+        const { json } = await server.api('GET', '/chats');
+        const chat = json.chats[0];
+        expect(chat).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', assistant_id: assistantId, workflow_id: workflowId });
+        expect(chat.nodes_visited).toEqual(['greeting', 'booking', 'bye']);
+        await shot(page, 'chat');
+      })(),
+    );
+  });
+
+  it('runs a web call with the microphone: the caller is heard, the node moves to the end, the report shows', async () => {
+    await failWithLogs(
+      (async () => {
+        await fresh();
+        await page.click('#start-call');
+        await until(page, "/in progress/.test(document.querySelector('#status').textContent)", 10_000);
+        const callId = /Web call ([0-9a-f-]{36})/.exec((await page.textContent('#status')) ?? '')![1]!;
+        const live = await server.api('GET', `/calls/${callId}`);
+        expect(live.json.call).toMatchObject({ type: 'web_call', transport: 'web', assistant_id: assistantId, workflow_id: workflowId });
+        // the microphone as the modem needs it: no processing, into a 16 kHz context
+        const settings = await page.evaluate('state.session.audio.stream.getAudioTracks()[0].getSettings()');
+        expect(settings).toMatchObject({ echoCancellation: false, noiseSuppression: false, autoGainControl: false });
+        expect(await page.evaluate('state.session.audio.ctx.sampleRate')).toBe(16000);
+
+        // the first line moves the call to booking (the graph follows), the second to the end
+        await until(page, "document.querySelector('#graph .node.current')?.dataset.node === 'booking'", 20_000);
+        await shot(page, 'web-call-live');
+        expect(await page.$$eval('#graph .edge.taken', (gs) => gs.map((g) => g.getAttribute('data-to')))).toEqual(['booking']);
+        await page.waitForSelector('#report:not([hidden]) dd[data-field="duration"]', { timeout: 20_000 });
+
+        const lines = await transcript(page);
+        expect(lines.map(([who, text]) => [who, text])).toEqual([
+          ['Assistant', 'Hello, this is Acme Dental.'],
+          ['Caller', CALLER_LINES[0]],
+          ['Assistant', 'Sure thing.'],
+          ['Assistant', 'Let us book your appointment.'],
+          ['Caller', CALLER_LINES[1]],
+          ['Assistant', 'Thank you for calling, goodbye.'],
+        ]);
+        const times = lines.map(([, , meta]) => /^(\w+) · (\d+\.\d) s$/.exec(meta!)?.slice(1));
+        expect(times.map((t) => t?.[0])).toEqual(['greeting', 'greeting', 'greeting', 'booking', 'booking', 'bye']);
+        const seconds = times.map((t) => Number(t?.[1]));
+        expect(seconds).toEqual([...seconds].sort((a, b) => a - b));
+        expect(await currentNode(page)).toEqual(['bye']);
+        const shown = await report(page);
+        expect(shown).toMatchObject({ ended_reason: 'assistant-ended-call', nodes_visited: 'greeting → booking → bye' });
+        expect(shown.duration).toMatch(/^\d+\.\d s$/);
+        expect(await page.textContent('#status')).toBe('Web call ended: assistant-ended-call');
+
+        // each caller turn: its latency at the browser, and the server's split of it
+        const rows = await page.$$eval('#latency tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent ?? '')));
+        expect(rows.map(([n, node]) => [n, node])).toEqual([['1', 'greeting'], ['2', 'booking']]);
+        for (const [, , atBrowser, atServer, split] of rows) {
+          const browserMs = Number(/^(\d+) ms$/.exec(atBrowser!)?.[1]);
+          const serverMs = Number(/^(\d+) ms$/.exec(atServer!)?.[1]);
+          expect(browserMs).toBeGreaterThanOrEqual(0);
+          expect(browserMs).toBeLessThan(2000);
+          expect(serverMs).toBeGreaterThanOrEqual(0);
+          expect(serverMs).toBeLessThan(2000);
+          expect(split).toMatch(/^providers \d+ ms \(model \d+ ms, TTS \d+ ms\) · service \d+ ms · network \+ buffer -?\d+ ms$/);
+        }
+        expect(await page.$$eval('#latency tbody tr:first-child .bar span', (s) => s.map((x) => x.className))).toContain('service');
+        await shot(page, 'web-call');
+
+        // what the page showed is the call's record, and the webhook's end-of-call-report
+        const ended = await server.api('GET', `/calls/${callId}`);
+        expect(ended.json.call).toMatchObject({ status: 'ended', ended_reason: 'assistant-ended-call', nodes_visited: ['greeting', 'booking', 'bye'] });
+        const eocr = await eventually('the end-of-call-report', () =>
+          receivedMessages(server.receiver, 'end-of-call-report').find((m) => m.call?.id === callId),
+        );
+        expect(eocr).toMatchObject({ ended_reason: 'assistant-ended-call', nodes_visited: ['greeting', 'booking', 'bye'], workflow_id: workflowId });
+        for (const line of CALLER_LINES) expect(eocr.transcript).toContain(`Caller: ${line}`);
+        expect(eocr.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual(lines.map(([who, text]) => [who === 'Caller' ? 'user' : 'assistant', text]));
+      })(),
+    );
+  }, 60_000);
+
+  it('hangs a web call up with its button: the call ends customer-ended-call and its report shows', async () => {
+    await failWithLogs(
+      (async () => {
+        await fresh();
+        await page.click('#start-call');
+        await until(page, "document.querySelector('#transcript .msg.assistant') !== null", 10_000);
+        const callId = /Web call ([0-9a-f-]{36})/.exec((await page.textContent('#status')) ?? '')![1]!;
+        expect(await page.isEnabled('#hangup')).toBe(true);
+        await page.click('#hangup');
+        await page.waitForSelector('#report:not([hidden]) dd[data-field="duration"]', { timeout: 10_000 });
+        expect(await report(page)).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: 'greeting' });
+        expect(await page.textContent('#status')).toBe('Web call ended: customer-ended-call');
+        expect(await page.isEnabled('#start-call')).toBe(true);
+        const { json } = await server.api('GET', `/calls/${callId}`);
+        expect(json.call).toMatchObject({ status: 'ended', ended_reason: 'customer-ended-call' });
+      })(),
+    );
+  });
+});
