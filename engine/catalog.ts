@@ -3,6 +3,7 @@
  * Validation (workflows and assistants), call-start checks and `GET /catalog` all read it.
  * Every provider listed here must have a working adapter in `src/providers/`.
  */
+import { quote } from './paths.js';
 
 export type ProviderKind = 'llm' | 'realtime' | 'stt' | 'tts';
 
@@ -174,12 +175,11 @@ export interface CatalogCheckOptions {
   allowRealtime: boolean;
 }
 
-/** A value inside a message: JSON-quoted and cut short (it may be anything a client sent). */
-const quote = (x: string) => JSON.stringify(x.length > 64 ? `${x.slice(0, 64)}…` : x);
 const list = (xs: string[]) => xs.map(quote).join(', ');
 
 /**
- * Every catalog problem of one config block, each prefixed with `path` (e.g. `nodes[2].tts_config`).
+ * Every catalog problem of one config block, each prefixed with `path` (e.g. `nodes[2] (booking).tts_config`,
+ * written by paths.ts).
  * Works on any JSON value; type problems of other fields are the schema's business.
  */
 export function catalogProblems(

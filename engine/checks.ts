@@ -15,6 +15,7 @@ import {
   type ConfigBlockKind,
 } from './catalog.js';
 import { CallRejectCodes, type CallRejectCode } from './errors.js';
+import { formatPath, quote } from './paths.js';
 import type { WorkflowDefinition } from './schema.js';
 
 export interface CallStartProblem {
@@ -80,7 +81,7 @@ export function callStartChecks(
     for (const [key, kind, what] of BLOCKS) {
       const block = record[key];
       if (block === undefined || block === null) continue;
-      const path = `nodes[${i}].${key}`;
+      const path = formatPath(['nodes', i, key], definition); // `nodes[1] (booking).tts_config`
       if (realtimeProvider !== undefined) {
         add(
           CallRejectCodes.REALTIME_OVERRIDE,
@@ -158,8 +159,4 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
     : undefined;
-}
-
-function quote(value: string): string {
-  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
 }

@@ -15,6 +15,7 @@ import type {
   WorkflowNode,
 } from './schema.js';
 import { EngineError } from './errors.js';
+import { formatPath } from './paths.js';
 import { assignTransitionNames, modelSystemPrompt } from './prompt.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -124,7 +125,8 @@ export interface EventRejectedCommand {
   node_id: string | null;
 }
 
-export type RunModelReason = 'caller_input' | 'node_entered' | 'tool_result';
+/** `silence_check`: the caller has been silent and `silence.messages` is empty: the model checks in. */
+export type RunModelReason = 'caller_input' | 'node_entered' | 'tool_result' | 'silence_check';
 
 /** What the machine emits; `session.ts` completes `run_model` with the model's context. */
 export interface RunModelRequest {
@@ -157,7 +159,10 @@ export interface HistoryMessage {
 // Machine context
 
 export interface SilencePolicy {
-  /** Said in turn on each `timer.silence` until `max_attempts` is reached. */
+  /**
+   * Said in turn on each `timer.silence` until `max_attempts` is reached; empty: each check is the
+   * model's (`run_model` `silence_check`, DECISIONS 13).
+   */
   messages: string[];
   /** Said before hanging up with `silence-timed-out`; `null`: hang up at once. */
   final_message: string | null;
@@ -327,7 +332,7 @@ function precompute(definition: WorkflowDefinition): Map<string, CompiledNode> {
   const problems: string[] = [];
   const byId = new Map<string, WorkflowNode>();
   definition.nodes.forEach((node, i) => {
-    if (byId.has(node.id)) problems.push(`nodes[${i}].id: duplicate node id "${node.id}"`);
+    if (byId.has(node.id)) problems.push(`${formatPath(['nodes', i, 'id'], definition)}: duplicate node id "${node.id}"`);
     byId.set(node.id, node);
   });
   if (!byId.has(definition.entry_node)) {
@@ -335,8 +340,9 @@ function precompute(definition: WorkflowDefinition): Map<string, CompiledNode> {
   }
   const outgoing = new Map<string, Array<{ edge: WorkflowEdge; index: number }>>();
   definition.edges.forEach((edge, index) => {
-    if (!byId.has(edge.from)) problems.push(`edges[${index}].from: unknown node "${edge.from}"`);
-    if (!byId.has(edge.to)) problems.push(`edges[${index}].to: unknown node "${edge.to}"`);
+    const at = formatPath(['edges', index], definition);
+    if (!byId.has(edge.from)) problems.push(`${at}.from: unknown node "${edge.from}"`);
+    if (!byId.has(edge.to)) problems.push(`${at}.to: unknown node "${edge.to}"`);
     let list = outgoing.get(edge.from);
     if (!list) outgoing.set(edge.from, (list = []));
     list.push({ edge, index });
@@ -629,6 +635,8 @@ function buildMachine(definition: WorkflowDefinition, nodes: Map<string, Compile
         const messages = context.settings.silence.messages;
         if (messages.length > 0) {
           say(s, messages[(attempt - 1) % messages.length]!, context.node_id, true);
+        } else {
+          s.commands.push({ type: 'run_model', node_id: context.node_id, reason: 'silence_check' });
         }
         apply(enqueue, s);
       }),

@@ -8,3 +8,4 @@ export * from './prompt.js';
 export * from './session.js';
 export * from './validate.js';
 export * from './checks.js';
+export { formatPath, type Path } from './paths.js';

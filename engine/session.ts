@@ -37,14 +37,29 @@ export interface CallSessionOptions {
   silence?: Partial<SilencePolicy>;
 }
 
+/** What the model is told after the conversation when it writes a silence check-in (DECISIONS 13). */
+export const SILENCE_CHECK_INSTRUCTION =
+  'The caller has been silent for a while. Say one short sentence, in the language of the conversation so far, ' +
+  'to check that they are still there. Do not call any function.';
+/** Said instead of the model's check-in when the model fails or says nothing. */
+export const SILENCE_CHECK_FALLBACK = 'Are you still there?';
+
 /** `run_model` as the service receives it: everything the model needs for this turn. */
 export interface RunModelCommand extends RunModelRequest {
   mode: ModelContext['mode'];
   system: string;
+  /** Empty for a `silence_check`: the check-in offers the model no function. */
   transition_functions: readonly TransitionFunction[];
   tools: readonly Tool[];
   /** The conversation so far (shared, read-only). */
   messages: readonly HistoryMessage[];
+  /** `silence_check` only: an instruction for this turn, given after the conversation. */
+  instruction?: string;
+  /**
+   * `silence_check` only: said as the model's reply when the model fails or says nothing; a
+   * failed check-in never ends the call.
+   */
+  fallback?: string;
 }
 
 export type Command = Exclude<MachineCommand, RunModelRequest> | RunModelCommand;
@@ -350,14 +365,11 @@ class Session implements CallSession {
     return out.map((command): Command => {
       if (command.type !== 'run_model') return command;
       const context = this.contextFor(command.node_id);
-      return {
-        ...command,
-        mode: context.mode,
-        system: context.system,
-        transition_functions: context.transitionFunctions,
-        tools: context.tools,
-        messages: history,
-      };
+      const turn = { ...command, mode: context.mode, system: context.system, messages: history };
+      if (command.reason === 'silence_check') {
+        return { ...turn, transition_functions: [], tools: [], instruction: SILENCE_CHECK_INSTRUCTION, fallback: SILENCE_CHECK_FALLBACK };
+      }
+      return { ...turn, transition_functions: context.transitionFunctions, tools: context.tools };
     });
   }
 

@@ -1,13 +1,15 @@
 /**
  * Write-time validation of a workflow definition (SPEC 4.1, DECISIONS 3): an unknown JSON value
  * in, the typed definition or every problem out, each problem a sentence that starts with its
- * JSON path (`edges[3].to: unknown node "billing"`).
+ * JSON path, nodes and edges named (`edges[3] (greet → billing).to: unknown node "billing"`;
+ * paths.ts writes every path).
  *
  * The zod schema does the type checks; the graph and catalog rules run on a best-effort view of
  * the raw input, so a type problem in one place never hides a graph problem in another.
  */
 import type { z } from 'zod';
 import { catalogProblems, defaultCatalog, type Catalog, type ConfigBlockKind } from './catalog.js';
+import { formatPath, quote, type Path } from './paths.js';
 import {
   ConversationNode,
   EndNode,
@@ -32,14 +34,13 @@ const MAX_JSON_DEPTH = 32;
 /** How the definition itself is named in a detail about the whole value. */
 const ROOT_LABEL = 'definition';
 
-type Path = readonly PropertyKey[];
 type Issue = z.core.$ZodIssue;
 
 // ---------------------------------------------------------------------------------------------
 // Public API
 
 export function validateDefinition(input: unknown, catalog: Catalog = defaultCatalog): ValidationResult {
-  const problems = new ProblemList();
+  const problems = new ProblemList(input);
   let parsed: WorkflowDefinition | undefined;
   try {
     parsed = collectProblems(input, catalog, problems);
@@ -54,16 +55,17 @@ export function validateDefinition(input: unknown, catalog: Catalog = defaultCat
 }
 
 /**
- * zod issues as path-first sentences for people (`nodes[2].destination: must be an E.164 …`),
- * de-duplicated, in order. `prefix` is put in front of every path (`body`, `query`, …); a
- * problem with the value as a whole is reported on `prefix` itself, or on `(root)`.
+ * zod issues as path-first sentences for people (`name: must not be empty`), de-duplicated, in
+ * order. `prefix` is put in front of every path (`body`, `query`, …); a problem with the value as
+ * a whole is reported on `prefix` itself, or on `(root)`. `input`, the value the issues' paths
+ * point into, names the nodes and edges on the way (`definition.nodes[2] (desk).destination: …`).
  */
-export function formatZodIssues(issues: readonly Issue[], prefix = ''): string[] {
+export function formatZodIssues(issues: readonly Issue[], prefix = '', input?: unknown): string[] {
   const seen = new Set<string>();
   const out: string[] = [];
   for (const issue of issues) {
     for (const { path, message } of describeIssue(issue)) {
-      const text = `${joinPath(prefix, formatPath(path)) || '(root)'}: ${message}`;
+      const text = `${joinPath(prefix, formatPath(path, input)) || '(root)'}: ${message}`;
       if (!seen.has(text)) {
         seen.add(text);
         out.push(text);
@@ -154,7 +156,8 @@ function collectProblems(
     for (const [key, kind] of NODE_BLOCKS) {
       const block = own(record, key);
       if (asRecord(block)) {
-        problems.addText(['nodes', i], catalogProblems(kind, block, `nodes[${i}].${key}`, { allowRealtime: false }, catalog));
+        const path = problems.format(['nodes', i, key]);
+        problems.addText(['nodes', i], catalogProblems(kind, block, path, { allowRealtime: false }, catalog));
       }
     }
     if (global) {
@@ -569,15 +572,23 @@ class ProblemList {
   private readonly entries: Entry[] = [];
   private uncounted = 0;
 
+  /** `input`: the definition as given, which names the nodes and edges in paths. */
+  constructor(private readonly input: unknown) {}
+
+  /** `nodes[2] (booking).llm_config`: a path into the definition, for a detail. */
+  format(path: Path): string {
+    return formatPath(path, this.input) || ROOT_LABEL;
+  }
+
   add(path: Path, message: string): void {
     if (this.entries.length >= MAX_COLLECTED) {
       this.uncounted++;
       return;
     }
-    this.push(path, `${formatPath(path) || ROOT_LABEL}: ${message}`);
+    this.push(path, `${this.format(path)}: ${message}`);
   }
 
-  /** Already formatted details (`nodes[2].llm_config.model: …`) about the place `where`. */
+  /** Already formatted details (`nodes[2] (booking).llm_config.model: …`) about the place `where`. */
   addText(where: Path, texts: readonly string[]): void {
     for (const text of texts) this.push(where, text);
   }
@@ -619,29 +630,10 @@ class ProblemList {
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-
-/** `nodes[2].llm_config.model`, `arguments["first name"]`. */
-export function formatPath(path: Path): string {
-  let out = '';
-  for (const segment of path) {
-    if (typeof segment === 'number') out += `[${segment}]`;
-    else if (typeof segment === 'symbol') out += `[${segment.description ?? 'symbol'}]`;
-    else if (IDENTIFIER.test(segment)) out += out === '' ? segment : `.${segment}`;
-    else out += `[${quote(segment)}]`;
-  }
-  return out;
-}
-
 function joinPath(prefix: string, path: string): string {
   if (prefix === '') return path;
   if (path === '') return prefix;
   return path.startsWith('[') ? `${prefix}${path}` : `${prefix}.${path}`;
-}
-
-/** A user-supplied string inside a message: JSON-quoted, cut short. */
-function quote(value: string): string {
-  return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
 }
 
 function article(type: string): string {

@@ -143,7 +143,9 @@ function toApiError(err: unknown, request: FastifyRequest): ApiError {
   if (err instanceof RequestValidationError) {
     const where = err.part === 'params' ? 'path' : err.part === 'querystring' ? 'query' : err.part;
     if (err.part === 'params') return new ApiError(404, 'Not found', 'No such resource.');
-    return invalidRequest(formatZodIssues(err.issues, where === 'body' ? '' : where));
+    // The body names the nodes and edges of a definition in it (`definition.nodes[2] (desk).prompt: …`).
+    const input = err.part === 'body' ? request.body : undefined;
+    return invalidRequest(formatZodIssues(err.issues, where === 'body' ? '' : where, input));
   }
   const e = err as FastifyError;
   switch (e.code) {

@@ -6,7 +6,7 @@
  * JSON.stringify, and so jsonb, would keep as `null`).
  */
 import type { z } from 'zod';
-import { formatPath } from '../../engine/validate.js';
+import { formatPath } from '../../engine/paths.js';
 
 /** Levels of nesting a request body may have (a JSON-Schema inside an assistant is ~60 deep at most). */
 export const MAX_JSON_DEPTH = 64;
@@ -80,7 +80,10 @@ export function storable<T extends z.ZodType>(schema: T): T {
 /**
  * The JSON parser's check (src/app.ts): numbers that do not fit a double, as path-first details
  * (`llm_config.temperature: must be a finite number …`), before any schema sees them as Infinity.
+ * The nodes and edges of a definition in `value` are named (`definition.nodes[2] (booking).…`).
  */
 export function nonFiniteNumberDetails(value: unknown): string[] {
-  return storableProblems(value, { numbersOnly: true }).map(({ path, message }) => `${formatPath(path) || 'body'}: ${message}`);
+  return storableProblems(value, { numbersOnly: true }).map(
+    ({ path, message }) => `${formatPath(path, value) || 'body'}: ${message}`,
+  );
 }

@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
-import type { CallEvent } from '../../engine/compile.js';
+import type { CallEvent, SilencePolicy } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import { applyVariablesToAssistant, applyVariablesToDefinition } from '../../engine/variables.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
@@ -325,11 +325,7 @@ export abstract class BaseCall implements ActiveCall {
     const options = {
       tools: this.assistant.llm_config.tools ?? [],
       end_call_message: this.assistant.speech_config.end_call_message,
-      silence: {
-        messages: this.assistant.speech_config.silence.messages,
-        final_message: this.assistant.speech_config.silence.final_message,
-        max_attempts: this.assistant.speech_config.silence.max_attempts,
-      },
+      silence: this.silencePolicy(),
     };
     this.session = resumeFrom
       ? restoreCallSession(this.definition, resumeFrom as never, options)
@@ -380,13 +376,32 @@ export abstract class BaseCall implements ActiveCall {
   }
 
   // ------------------------------------------------------------------------------------------
-  // silence
+  // silence (DECISIONS 13)
 
-  /** Silence checks (`speech_config.silence`) and the hard `silence_timeout_seconds`, while the engine waits for the caller. */
+  /**
+   * What the engine does on `timer.silence`. `autonomous_silence_handling`: the checks of
+   * `speech_config.silence` (the model writes each check-in when `messages` is empty). Without it
+   * there are no check-ins: the first check is the last, and says `end_call_message`.
+   */
+  private silencePolicy(): SilencePolicy {
+    const speech = this.assistant.speech_config;
+    if (!this.assistant.autonomous_silence_handling) {
+      return { messages: [], final_message: speech.end_call_message || null, max_attempts: 0 };
+    }
+    const { messages, final_message, max_attempts } = speech.silence;
+    return { messages, final_message, max_attempts };
+  }
+
+  /**
+   * Silence checks (`speech_config.silence`) and the hard `silence_timeout_seconds`, while the
+   * engine waits for the caller; without `autonomous_silence_handling`, one check after
+   * `silence_timeout_seconds`, which ends the call.
+   */
   protected armSilence(): void {
     if (this.ended || this.leavingVoicemail || !this.session || !this.silenceCounts() || this.session.state().awaiting !== 'caller') return;
     this.disarmSilence();
     const policy = this.assistant.speech_config.silence;
+    const autonomous = this.assistant.autonomous_silence_handling;
     const fire = (nextMs: number) => {
       this.silenceTimer = setTimeout(() => {
         this.silenceTimer = null;
@@ -394,12 +409,16 @@ export abstract class BaseCall implements ActiveCall {
           if (!this.silenceCounts()) return;
           this.silencePrompts++;
           this.dispatch({ type: 'timer.silence' });
-          if (!this.ended) fire(policy.interval_seconds * 1000);
+          if (!this.ended && autonomous) fire(policy.interval_seconds * 1000);
         } catch (err) {
           this.fail(err, 'silence check');
         }
       }, nextMs);
     };
+    if (!autonomous) {
+      fire(this.assistant.silence_timeout_seconds * 1000);
+      return;
+    }
     fire(this.firstSilenceCheckSeconds() * 1000);
     this.silenceHardTimer = setTimeout(() => {
       this.silenceHardTimer = null;
@@ -412,6 +431,19 @@ export abstract class BaseCall implements ActiveCall {
     if (this.silenceHardTimer) clearTimeout(this.silenceHardTimer);
     this.silenceTimer = null;
     this.silenceHardTimer = null;
+  }
+
+  /**
+   * The model's silence check-in failed (`err`) or said nothing (`err` null): the call goes on,
+   * the caller hears `fallback` instead, and a failure is noted in the record's `errors`.
+   */
+  protected checkInFallback(fallback: string, err: Error | null): string {
+    if (err) {
+      const provider = (err as ProviderError).provider ?? this.unnamedProvider();
+      this.log.warn({ err, code: (err as ProviderError).code }, 'the silence check-in failed; saying the fallback line');
+      this.record.errors.push(`${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`);
+    }
+    return fallback;
   }
 
   // ------------------------------------------------------------------------------------------

@@ -296,6 +296,7 @@ export class LiveCall extends BaseCall {
       }),
     );
     let transition: string | null = null;
+    let failure: Error | null = null;
     // the turn's first model request (not a later one, nor one that no caller turn started)
     const turn = this.turnClock.modelRequested();
     try {
@@ -316,11 +317,14 @@ export class LiveCall extends BaseCall {
         onToolCalls: () => this.turnClock.firstToken(turn),
       }));
     } catch (err) {
-      if (!abort.signal.aborted) {
+      if (abort.signal.aborted) return;
+      // a silence check-in that fails is not the call's failure: its fallback line is said instead
+      if (command.fallback === undefined) {
         this.speaker.abandon(utterance);
         this.providerFailed(err as Error);
+        return;
       }
-      return;
+      failure = err as Error;
     } finally {
       if (this.modelRun === run) this.modelRun = null;
     }
@@ -328,6 +332,12 @@ export class LiveCall extends BaseCall {
     this.turnClock.modelReady(turn);
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
+    if (command.fallback !== undefined && text.trim() === '') {
+      text = this.checkInFallback(command.fallback, failure);
+      this.speaker.addSentence(utterance, text);
+    } else if (failure) {
+      this.log.warn({ err: failure }, 'the silence check-in failed after its first words; they stand');
+    }
     streamed = true;
     this.speaker.finish(utterance);
     await heardRecorded;

@@ -48,9 +48,9 @@ export function functionOffer(transitionFunctions: readonly TransitionFunction[]
 /**
  * The request's messages: the node's system prompt, the assistant's own non-system messages, then
  * the history (a tool node's result as a user line naming the tool: the history has no tool call
- * for it to answer).
+ * for it to answer), then the turn's own instruction if it has one (a silence check-in).
  */
-export function modelMessages(command: Pick<RunModelCommand, 'system' | 'messages'>, config: LlmConfig): LlmMessage[] {
+export function modelMessages(command: Pick<RunModelCommand, 'system' | 'messages' | 'instruction'>, config: LlmConfig): LlmMessage[] {
   return [
     { role: 'system', content: command.system },
     ...(config.messages ?? []).filter((m) => m.role !== 'system').map((m) => ({ role: m.role, content: m.content }) as LlmMessage),
@@ -59,6 +59,7 @@ export function modelMessages(command: Pick<RunModelCommand, 'system' | 'message
         ? { role: 'user', content: `[${m.tool_name ?? 'tool'} result] ${m.content}` }
         : { role: m.role, content: m.content },
     ),
+    ...(command.instruction ? [{ role: 'system' as const, content: command.instruction }] : []),
   ];
 }
 
@@ -140,7 +141,8 @@ export async function runModelTurn(o: ModelTurnOptions): Promise<ModelTurn> {
     const chosen = toolCalls.find((c) => offer.transitions.has(c.name));
     if (chosen) return { text, transition: chosen.name };
     const own = toolCalls.filter((c) => !offer.transitions.has(c.name));
-    if (own.length === 0) break;
+    // nothing was offered (a silence check-in): a call is not run, the turn is its words alone
+    if (own.length === 0 || offer.functions.length === 0) break;
     messages.push({ role: 'assistant', content: roundText || null, tool_calls: own });
     const results = await runAssistantTools(own, offer.tools, o.callTools);
     if (o.signal.aborted) break;

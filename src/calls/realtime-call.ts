@@ -57,6 +57,10 @@ interface Spoken {
   sinceMarkMs: number;
   /** Cut by barge-in (or never said); its remaining events are dropped. */
   cut: boolean;
+  /** A model's silence check-in: the line said instead when it says nothing (null: not one, or cut by the caller). */
+  fallback: string | null;
+  /** A check-in the vendor failed (noted in the record when the fallback is said). */
+  failure: Error | null;
   settled: boolean;
   done: Promise<void>;
   resolve: () => void;
@@ -237,6 +241,8 @@ export class RealtimeCall extends BaseCall {
     } else if (command.reason === 'tool_result') {
       const result = [...command.messages].reverse().find((m) => m.role === 'tool');
       this.requestReply(`${command.system}\n\nThe tool's result: ${result?.content ?? '(none)'}`, command.node_id);
+    } else if (command.reason === 'silence_check') {
+      this.requestReply(`${command.system}\n\n${command.instruction}`, command.node_id, command.fallback);
     } else if (hint.dtmf !== undefined) {
       this.requestReply(`${command.system}\n\nThe caller pressed ${hint.dtmf} on the keypad.`, command.node_id);
     }
@@ -292,6 +298,8 @@ export class RealtimeCall extends BaseCall {
       remainder: Buffer.alloc(0),
       sinceMarkMs: 0,
       cut: false,
+      fallback: null,
+      failure: null,
       settled: false,
       done,
       resolve,
@@ -308,26 +316,46 @@ export class RealtimeCall extends BaseCall {
     }
     this.requested.push(s);
     this.disarmSilence();
-    const spoken = applyPronunciations(text, this.assistant.speech_config.pronunciation);
-    this.rt.createResponse(`Say exactly: "${spoken}"`);
+    this.rt.createResponse(this.sayExactly(text));
     this.armStall();
     return s;
   }
 
-  /** A model reply we ask for (a node entered without a line, a tool result, keypad input). */
-  private requestReply(instructions: string | undefined, nodeId: string): void {
+  private sayExactly(text: string): string {
+    return `Say exactly: "${applyPronunciations(text, this.assistant.speech_config.pronunciation)}"`;
+  }
+
+  /**
+   * A model reply we ask for (a node entered without a line, a tool result, keypad input, a
+   * silence check-in: offered no function, with the line said instead if it says nothing).
+   */
+  private requestReply(instructions: string | undefined, nodeId: string, fallback?: string): void {
     if (!this.rt) return;
-    this.expectReply(nodeId);
-    this.rt.createResponse(instructions);
+    const s = this.expectReply(nodeId);
+    if (fallback === undefined) {
+      this.rt.createResponse(instructions);
+      return;
+    }
+    s.fallback = fallback;
+    this.rt.createResponse(instructions, { tools: [] });
   }
 
   /** Registers the response that a createResponse / sendFunctionResult(respond) will start. */
-  private expectReply(nodeId: string | null): void {
+  private expectReply(nodeId: string | null): Spoken {
     const s = this.newSpoken('reply', '', true, null, nodeId);
     this.spoken.push(s);
     this.requested.push(s);
     this.disarmSilence();
     this.armStall();
+    return s;
+  }
+
+  /** A check-in that said nothing (failed, empty, never started): its fallback, as the model's reply. */
+  private sayFallback(checkIn: Spoken, fallback: string): void {
+    if (this.ended || !this.rt) return;
+    const text = this.checkInFallback(fallback, checkIn.failure);
+    this.expectReply(checkIn.nodeId);
+    this.rt.createResponse(this.sayExactly(text), { tools: [] });
   }
 
   /** The first event of a response: which of ours it is, or a reply started by server VAD. */
@@ -437,6 +465,8 @@ export class RealtimeCall extends BaseCall {
       }
     } else if (heard) {
       this.dispatch({ type: 'model.replied', text: heard });
+    } else if (s.fallback !== null) {
+      this.sayFallback(s, s.fallback);
     }
     this.armSilence();
   }
@@ -488,8 +518,28 @@ export class RealtimeCall extends BaseCall {
       onTranscript: heard((role: 'user' | 'assistant', text: string, final: boolean) => this.transcript(role, text, final)),
       onFunctionCall: heard((call: RealtimeFunctionCall) => this.guard(this.functionCall(call), 'function call')),
       onResponseDone: heard(() => this.responseDone()),
-      onError: (err) => this.providerFailed(err),
+      onError: (err) => this.modelError(err),
     }, 'realtime');
+  }
+
+  /**
+   * The vendor failed: the call ends, unless it refused or failed one response (the session is
+   * up) and that response is a silence check-in, whose fallback is then said.
+   */
+  private modelError(err: ProviderError): void {
+    const outstanding = this.current ?? this.requested[0];
+    if (this.ended || err.code !== 'PROVIDER_HTTP_ERROR' || !outstanding || outstanding.fallback === null) {
+      this.providerFailed(err);
+      return;
+    }
+    outstanding.failure = err;
+    // OpenAI's `response.done` (failed) follows at once and settles it; a refused create has none
+    this.guard(
+      Promise.resolve().then(() => {
+        if (!outstanding.settled && outstanding.state === 'requested' && !this.ended) this.settle(outstanding, false);
+      }),
+      'check-in failure',
+    );
   }
 
   private callerStarted(): void {
@@ -535,7 +585,11 @@ export class RealtimeCall extends BaseCall {
     }
     this.requested = [];
     // The streaming response stays current until its `onResponseDone`; its events are dropped.
-    for (const s of cut) this.settle(s, false);
+    // A check-in cut by the caller needs no fallback: the caller is there.
+    for (const s of cut) {
+      s.fallback = null;
+      this.settle(s, false);
+    }
   }
 
   private transcript(role: 'user' | 'assistant', text: string, final: boolean): void {
@@ -561,6 +615,11 @@ export class RealtimeCall extends BaseCall {
   private async functionCall(call: RealtimeFunctionCall): Promise<void> {
     if (this.ended || !this.offer) return;
     if (!this.current) this.responseStarted();
+    if (this.current && this.current.fallback !== null) {
+      // a silence check-in is offered no function: a call is refused, the check-in said nothing
+      this.answer(call.callId, JSON.stringify({ error: 'no function is available now' }), false);
+      return;
+    }
     const offer = this.offer;
     if (offer.transitions.has(call.name)) {
       const commands = this.session.send({ type: 'model.chose_transition', function_name: call.name, node_id: offer.nodeId });

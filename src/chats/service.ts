@@ -25,7 +25,7 @@ export class ChatError extends Error {
   constructor(
     readonly code: ChatErrorCode,
     message: string,
-    /** Path-first reasons (`assistant_id: …`, `nodes[2].llm_config: …`). */
+    /** Path-first reasons (`assistant_id: …`, `nodes[2] (booking).llm_config: …`). */
     readonly details: string[] = [],
   ) {
     super(message);

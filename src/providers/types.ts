@@ -184,8 +184,11 @@ export interface RealtimeSession {
   sendAudio(mulaw: Buffer): void;
   /** Change instructions/tools (a workflow node changed). */
   update(options: Partial<RealtimeSessionOptions>): void;
-  /** Ask for a response now (optionally with extra instructions, e.g. "say exactly: ..."). */
-  createResponse(instructions?: string): void;
+  /**
+   * Ask for a response now (optionally with extra instructions, e.g. "say exactly: ..."); `tools`
+   * replaces the session's functions for this response only (`[]`: none offered).
+   */
+  createResponse(instructions?: string, options?: { tools?: LlmFunction[] }): void;
   cancelResponse(): void;
   /** Keep in the model's history only what the caller heard of an item. */
   truncate(itemId: string, audioEndMs: number): void;

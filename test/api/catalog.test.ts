@@ -110,7 +110,7 @@ describe('validation agrees with the catalog it publishes', () => {
         expect(res.statusCode, `${p.id}/${model}`).toBe(201);
         const node = await withNode({ llm_config: block });
         expect(node.statusCode).toBe(400);
-        expect(node.json().details[0]).toMatch(/^nodes\[0\]\.llm_config\.provider: .*realtime/);
+        expect(node.json().details[0]).toMatch(/^nodes\[0\] \(step_0\)\.llm_config\.provider: .*realtime/);
       }
     }
   });

@@ -142,10 +142,16 @@ describe('400, never 500: text and nesting the database cannot store', () => {
   it('a NUL character in any string is refused with its path', async () => {
     const def = sampleDefinition() as Record<string, unknown>;
     def.global_prompt = 'Be kind.\u0000';
+    const inNode = sampleDefinition() as { nodes: Record<string, unknown>[]; edges: Record<string, unknown>[] };
+    inNode.nodes[1]!.instructions = 'Be \u0000 kind.';
+    inNode.edges[0]!.description = '\u0000';
     const cases: [string, string, unknown, RegExp][] = [
       ['POST', '/workflows', { name: 'a\u0000b', definition: sampleDefinition() }, /^name: must not contain the NUL character/],
       ['POST', '/workflows', { name: 'x', definition: def }, /^definition\.global_prompt: must not contain the NUL/],
       ['PATCH', `/workflows/${ids.workflow}`, { definition: def }, /^definition\.global_prompt: /],
+      // a node or an edge of a definition is named, as in every detail about a definition
+      ['POST', '/workflows', { name: 'x', definition: inNode }, /^definition\.nodes\[1\] \(step_1\)\.instructions: must not contain the NUL/],
+      ['POST', '/workflows', { name: 'x', definition: inNode }, /^definition\.edges\[0\] \(step_0 → step_1\)\.description: must not contain the NUL/],
       ['POST', '/assistants', { ...pipelineAssistant, first_message: 'Hi\u0000' }, /^first_message: must not contain/],
       ['PATCH', `/assistants/${ids.assistant}`, { business_name: '\u0000' }, /^business_name: /],
       ['POST', '/numbers', { number: '+14155550198', name: '\u0000' }, /^name: /],
@@ -226,8 +232,8 @@ describe('400, never null: numbers too large for a double (1e400)', () => {
         'llm_config.tools[0].parameters.properties.n.maximum',
       ],
       ['PATCH', `/assistants/${ids.assistant}`, { analysis_plan: { structured_data_plan: { enabled: true, schema: { type: 'object', minimum: 'BIG' } } } }, '-1E+999', 'analysis_plan.structured_data_plan.schema.minimum'],
-      ['POST', '/workflows', { name: 'W', definition: toolNodeDefinition() }, '1e400', 'definition.nodes[0].arguments.limit'],
-      ['PATCH', `/workflows/${ids.workflow}`, { definition: toolNodeDefinition() }, '-1e309', 'definition.nodes[0].arguments.limit'],
+      ['POST', '/workflows', { name: 'W', definition: toolNodeDefinition() }, '1e400', 'definition.nodes[0] (lookup).arguments.limit'],
+      ['PATCH', `/workflows/${ids.workflow}`, { definition: toolNodeDefinition() }, '-1e309', 'definition.nodes[0] (lookup).arguments.limit'],
       ['PATCH', `/numbers/${ids.number}`, { name: 'BIG' }, '9'.repeat(400), 'name'],
     ];
     for (const [method, url, body, big, path] of cases) {

@@ -144,7 +144,7 @@ describe('a round trip through the typed client', () => {
     const error: { error: string; message?: string; details?: string[] } = refused.error!;
     expect(error.error).toBe('Invalid workflow definition');
     expect(error.details).toEqual(
-      expect.arrayContaining([expect.stringMatching(/^edges\[0\]\.to: /), expect.stringMatching(/^nodes\[1\]\.destination: /)]),
+      expect.arrayContaining([expect.stringMatching(/^edges\[0\] \(greeting → billing\)\.to: /), expect.stringMatching(/^nodes\[1\] \(human\)\.destination: /)]),
     );
 
     // what the types refuse, the server refuses too

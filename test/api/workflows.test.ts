@@ -44,8 +44,8 @@ describe('workflows API', () => {
     const body = res.json();
     expect(body.error).toBe('Invalid workflow definition');
     expect(body.details.some((d: string) => d.startsWith('entry_node:'))).toBe(true);
-    expect(body.details.some((d: string) => d.startsWith('edges[2].to:'))).toBe(true);
-    expect(body.details.some((d: string) => d.startsWith('nodes[3].destination:'))).toBe(true);
+    expect(body.details.some((d: string) => d.startsWith('edges[2] (step_0 → billing).to:'))).toBe(true);
+    expect(body.details.some((d: string) => d.startsWith('nodes[3] (transfer).destination:'))).toBe(true);
     expect(Object.keys(body).sort()).toEqual(['details', 'error']);
   });
 

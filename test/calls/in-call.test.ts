@@ -1,7 +1,7 @@
 /**
  * What happens during a call, end to end: a simulated caller against the real server with the
- * sandbox providers. Silence reminders ending the call (a timer that ends the call with a hang-up
- * over Twilio's REST API), key presses sent as Media Streams `dtmf` events, the caller hanging up.
+ * sandbox providers. Silence reminders (fixed, or written by the sandbox model) ending the call
+ * (a timer that ends the call with a hang-up over Twilio's REST API), key presses sent as Media Streams `dtmf` events, the caller hanging up.
  * Lines that cannot be cut, silence and duration limits on both kinds of call, pronunciations and
  * the recording consent are checked exactly in test/fast-calls (see docs/testing.md).
  */
@@ -78,6 +78,20 @@ describe('silence (pipeline call)', () => {
     expect(report.ended_reason).toBe('silence-timed-out');
     expect(report.messages.map((m: Message) => m.content)).toEqual(said);
     expect(s.twilio.requests.some((r) => r.path.includes(call.callSid) && r.form.get('Status') === 'completed')).toBe(true);
+  }, 60_000);
+
+  it('with no messages, the model writes the check-in (the sandbox model: its check-in line)', async () => {
+    const { number } = await s.setUpNumber({
+      assistant: sandboxAssistant({ first_message: 'Hi.', speech_config: { silence: { ...silenceReminders(1), messages: [] } } }),
+    });
+    const call = s.caller(number);
+    const callId = callIdOf(await call.dial());
+    await call.ended(30_000);
+    const said = ['Hi.', 'Are you still with me? Take your time.', 'I will hang up now, goodbye.'];
+    expect(call.heard.map((h) => h.text).join(' ')).toBe(said.join(' '));
+    const report = await webhook(callId, 'end-of-call-report');
+    expect(report.ended_reason).toBe('silence-timed-out');
+    expect(report.messages.map((m: Message) => m.content)).toEqual(said);
   }, 60_000);
 });
 

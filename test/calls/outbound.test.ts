@@ -443,9 +443,9 @@ describe('bad input: 4xx with details, nothing dialled', () => {
     expect(res.status).toBe(400);
     expect(res.json.error).toBe('Call rejected');
     expect(res.json.details).toHaveLength(3);
-    expect(res.json.details.join('\n')).toMatch(/nodes\[0\]\.llm_config/);
-    expect(res.json.details.join('\n')).toMatch(/nodes\[1\]\.tts_config/);
-    expect(res.json.details.join('\n')).toMatch(/nodes\[1\]\.stt_config/);
+    expect(res.json.details.join('\n')).toMatch(/nodes\[0\] \(greeting\)\.llm_config: /);
+    expect(res.json.details.join('\n')).toMatch(/nodes\[1\] \(booking\)\.tts_config: /);
+    expect(res.json.details.join('\n')).toMatch(/nodes\[1\] \(booking\)\.stt_config: /);
     expect(twilio.requests.length).toBe(before);
     // nothing was made: no call in the log
     expect((await s.api('GET', '/calls?limit=100')).json.calls.length).toBe(listed);

@@ -232,9 +232,9 @@ describe('call-start checks reject before pickup', () => {
     const record = await dialRejected(number);
     expect(record).toMatchObject({ ended_reason: 'rejected-at-start', assistant_id: assistantId, workflow_id: workflowId });
     expect(record.errors).toHaveLength(3);
-    expect(record.errors[0]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\]\.llm_config/);
-    expect(record.errors[1]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\]\.tts_config/);
-    expect(record.errors[2]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\]\.stt_config/);
+    expect(record.errors[0]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.llm_config/);
+    expect(record.errors[1]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.tts_config/);
+    expect(record.errors[2]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.stt_config/);
     const { ended, report } = await expectRejectedWebhooks(s.receiver, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
     expect(report.errors).toEqual(record.errors);
@@ -263,9 +263,9 @@ describe('call-start checks reject before pickup', () => {
     expect(record.ended_reason).toBe('rejected-at-start');
     // nodes[0]'s block also lacks a provider (SPEC 7.3 check 3): both reasons are listed
     expect(record.errors).toEqual([
-      'CALL_REJECTED_MISSING_PROVIDER: nodes[0].tts_config.provider: required; a config block without a provider cannot run',
-      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[0\]\.tts_config\.voice_id: voice "alloy" does not belong to the assistant's TTS provider "sandbox"/),
-      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[1\]\.tts_config\.voice_id: unknown voice "not-a-voice" for provider "openai"/),
+      'CALL_REJECTED_MISSING_PROVIDER: nodes[0] (greeting).tts_config.provider: required; a config block without a provider cannot run',
+      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[0\] \(greeting\)\.tts_config\.voice_id: voice "alloy" does not belong to the assistant's TTS provider "sandbox"/),
+      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[1\] \(bye\)\.tts_config\.voice_id: unknown voice "not-a-voice" for provider "openai"/),
     ]);
     const { ended } = await expectRejectedWebhooks(s.receiver, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
@@ -285,7 +285,7 @@ describe('call-start checks reject before pickup', () => {
     assistantAnswer = { body: { assistant: { name: 'Inline realtime', llm_config: { provider: 'sandbox-realtime' } }, workflow_id: workflowId } };
     const record = await dialRejected(number);
     expect(record).toMatchObject({ ended_reason: 'rejected-at-start', assistant_id: null, workflow_id: workflowId });
-    expect(record.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\]\.tts_config: per-node voice overrides/)]);
+    expect(record.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.tts_config: per-node voice overrides/)]);
     const { ended } = await expectRejectedWebhooks(hook, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
   });

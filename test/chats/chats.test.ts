@@ -390,8 +390,8 @@ describe('a realtime assistant (sandbox-realtime)', () => {
       error: 'Chat rejected',
       message: expect.any(String),
       details: [
-        expect.stringMatching(/^nodes\[0\]\.llm_config: per-node model overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
-        expect.stringMatching(/^nodes\[1\]\.tts_config: per-node voice overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
+        expect.stringMatching(/^nodes\[0\] \(greeting\)\.llm_config: per-node model overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
+        expect.stringMatching(/^nodes\[1\] \(bye\)\.tts_config: per-node voice overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
       ],
     });
   });

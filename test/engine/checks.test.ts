@@ -49,15 +49,15 @@ describe('callStartChecks: one reason at a time', () => {
     expect(problems).toEqual([
       {
         code: CallRejectCodes.REALTIME_OVERRIDE,
-        message: 'nodes[1].stt_config: per-node transcriber overrides are not possible with realtime assistant provider "openai-realtime"',
+        message: 'nodes[1] (identify_caller).stt_config: per-node transcriber overrides are not possible with realtime assistant provider "openai-realtime"',
       },
       {
         code: CallRejectCodes.REALTIME_OVERRIDE,
-        message: 'nodes[3].llm_config: per-node model overrides are not possible with realtime assistant provider "openai-realtime"',
+        message: 'nodes[3] (booking).llm_config: per-node model overrides are not possible with realtime assistant provider "openai-realtime"',
       },
       {
         code: CallRejectCodes.REALTIME_OVERRIDE,
-        message: 'nodes[4].tts_config: per-node voice overrides are not possible with realtime assistant provider "openai-realtime"',
+        message: 'nodes[4] (not_found).tts_config: per-node voice overrides are not possible with realtime assistant provider "openai-realtime"',
       },
     ]);
   });
@@ -65,15 +65,15 @@ describe('callStartChecks: one reason at a time', () => {
   it('refuses a node voice that its own provider does not have', () => {
     const problems = callStartChecks(pipeline, withNodeBlock(4, 'tts_config', { provider: 'openai', voice_id: 'rachel' }));
     expect(codes(problems)).toEqual([CallRejectCodes.VOICE_PROVIDER_MISMATCH]);
-    expect(problems[0]!.message).toMatch(/^nodes\[4\]\.tts_config\.voice_id: unknown voice "rachel" for provider "openai"/);
+    expect(problems[0]!.message).toMatch(/^nodes\[4\] \(not_found\)\.tts_config\.voice_id: unknown voice "rachel" for provider "openai"/);
   });
 
   it('refuses a node voice without a provider that the assistant\'s provider does not have', () => {
     const problems = callStartChecks(pipeline, withNodeBlock(4, 'tts_config', { voice_id: 'rachel' }));
     expect(codes(problems)).toEqual([CallRejectCodes.MISSING_PROVIDER, CallRejectCodes.VOICE_PROVIDER_MISMATCH]);
-    expect(problems[0]!.message).toMatch(/^nodes\[4\]\.tts_config\.provider: required/);
+    expect(problems[0]!.message).toMatch(/^nodes\[4\] \(not_found\)\.tts_config\.provider: required/);
     expect(problems[1]!.message).toMatch(
-      /^nodes\[4\]\.tts_config\.voice_id: voice "rachel" does not belong to the assistant's TTS provider "openai"/,
+      /^nodes\[4\] \(not_found\)\.tts_config\.voice_id: voice "rachel" does not belong to the assistant's TTS provider "openai"/,
     );
     // A voice of the assistant's provider, or a provider whose voices are not enumerated: only the
     // missing provider remains.
@@ -91,7 +91,7 @@ describe('callStartChecks: one reason at a time', () => {
     const problems = callStartChecks(inline, withNodeBlock(3, 'llm_config', { temperature: 0.5 }));
     expect(problems.map((p) => [p.code, p.message.split(':')[0]])).toEqual([
       [CallRejectCodes.MISSING_PROVIDER, 'assistant.llm_config.provider'],
-      [CallRejectCodes.MISSING_PROVIDER, 'nodes[3].llm_config.provider'],
+      [CallRejectCodes.MISSING_PROVIDER, 'nodes[3] (booking).llm_config.provider'],
     ]);
     expect(codes(callStartChecks({ ...pipeline, stt_config: { provider: '' } }, null))).toEqual([
       CallRejectCodes.MISSING_PROVIDER,
@@ -112,7 +112,7 @@ describe('callStartChecks: one reason at a time', () => {
     // A node naming a realtime provider (write-time validation refuses it too).
     const node = callStartChecks(pipeline, withNodeBlock(3, 'llm_config', { provider: 'openai-realtime' }));
     expect(codes(node)).toEqual([CallRejectCodes.UNKNOWN_PROVIDER]);
-    expect(node[0]!.message).toMatch(/^nodes\[3\]\.llm_config\.provider: "openai-realtime" is a realtime/);
+    expect(node[0]!.message).toMatch(/^nodes\[3\] \(booking\)\.llm_config\.provider: "openai-realtime" is a realtime/);
   });
 
   it('refuses a model, language or URL the provider cannot run', () => {
@@ -145,6 +145,21 @@ describe('callStartChecks: one reason at a time', () => {
   });
 });
 
+describe('callStartChecks: details name the node', () => {
+  it('puts the node id after its index, on the path of every node detail', () => {
+    const def = definition(
+      [conversation('greet', { tts_config: { provider: 'openai', voice_id: 'rachel' } }), end('bye', { llm_config: { model: 'gpt-4o' } as never })],
+      [edge('greet', 'bye', 'Done.')],
+    );
+    const problems = callStartChecks(pipeline, def);
+    expect(problems.map((p) => [p.code, p.message.split(': ')[0]])).toEqual([
+      [CallRejectCodes.VOICE_PROVIDER_MISMATCH, 'nodes[0] (greet).tts_config.voice_id'],
+      [CallRejectCodes.MISSING_PROVIDER, 'nodes[1] (bye).llm_config.provider'],
+    ]);
+    expect(problems[1]!.message).toBe('nodes[1] (bye).llm_config.provider: required; a config block without a provider cannot run');
+  });
+});
+
 describe('callStartChecks: every reason at once', () => {
   it('lists all of them', () => {
     const assistant: AssistantForChecks = {
@@ -164,10 +179,10 @@ describe('callStartChecks: every reason at once', () => {
     expect(problems.map((p) => [p.code, p.message.split(':')[0]])).toEqual([
       [CallRejectCodes.UNKNOWN_PROVIDER, 'assistant.tts_config.provider'],
       [CallRejectCodes.MISSING_PROVIDER, 'assistant.stt_config.provider'],
-      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[0].llm_config'],
-      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[1].tts_config'],
-      [CallRejectCodes.MISSING_PROVIDER, 'nodes[1].tts_config.provider'],
-      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[1].stt_config'],
+      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[0] (a).llm_config'],
+      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[1] (b).tts_config'],
+      [CallRejectCodes.MISSING_PROVIDER, 'nodes[1] (b).tts_config.provider'],
+      [CallRejectCodes.REALTIME_OVERRIDE, 'nodes[1] (b).stt_config'],
     ]);
   });
 
@@ -176,7 +191,7 @@ describe('callStartChecks: every reason at once', () => {
     const error = new CallRejectedError(problems);
     expect(error.code).toBe('CALL_REJECTED');
     expect(error.problems).toHaveLength(3);
-    expect(error.message).toContain('CALL_REJECTED_REALTIME_OVERRIDE: nodes[1].stt_config');
+    expect(error.message).toContain('CALL_REJECTED_REALTIME_OVERRIDE: nodes[1] (identify_caller).stt_config');
   });
 
   it('uses stable codes', () => {

@@ -7,6 +7,8 @@ import {
   compileWorkflow,
   createCallSession,
   restoreCallSession,
+  SILENCE_CHECK_FALLBACK,
+  SILENCE_CHECK_INSTRUCTION,
   WorkflowDefinition,
   type CallEvent,
   type CallSession,
@@ -555,6 +557,54 @@ describe('call-level events', () => {
     expect(says(last)).toEqual(["I haven't heard from you, so I'll end the call now. Goodbye."]);
     expect(types(session.send({ type: 'assistant.done_speaking' }))).toEqual(['hang_up']);
     expect(session.state().ended_reason).toBe('silence-timed-out');
+  });
+
+  it('timer.silence with no messages asks the model for a check-in: no functions, an instruction, a fallback', () => {
+    const tools = [{ name: 'find_order', description: 'Find an order', url: 'https://tools.example.com/orders' }];
+    const { session } = start(supportDefinition(), {
+      tools,
+      silence: { messages: [], final_message: 'Bye for now.', max_attempts: 2 },
+    });
+    const first = session.send({ type: 'timer.silence' });
+    expect(first).toEqual([
+      {
+        type: 'run_model',
+        node_id: 'greeting',
+        reason: 'silence_check',
+        mode: 'conversation',
+        system: session.modelContext()!.system,
+        transition_functions: [],
+        tools: [],
+        messages: session.history(),
+        instruction: SILENCE_CHECK_INSTRUCTION,
+        fallback: SILENCE_CHECK_FALLBACK,
+      },
+    ]);
+    // the check-in is the model's reply, recorded as one
+    expect(session.send({ type: 'model.replied', text: 'Are you still with me?' })).toEqual([]);
+    expect(session.history().at(-1)).toEqual({ role: 'assistant', content: 'Are you still with me?', node_id: 'greeting' });
+    expect(runModel(session.send({ type: 'timer.silence' }))?.reason).toBe('silence_check');
+    // max_attempts check-ins, then the final line as with messages
+    expect(says(session.send({ type: 'timer.silence' }))).toEqual(['Bye for now.']);
+    // a caller turn after a check-in is an ordinary turn, with its functions
+    const other = start(supportDefinition(), { tools, silence: { messages: [], max_attempts: 2 } }).session;
+    other.send({ type: 'timer.silence' });
+    const turn = runModel(other.send({ type: 'caller.said', text: 'Yes, still here.' }))!;
+    expect(turn).toMatchObject({ reason: 'caller_input', tools });
+    expect(turn.transition_functions.length).toBeGreaterThan(0);
+    expect(turn.instruction).toBeUndefined();
+  });
+
+  it('timer.silence with max_attempts 0 closes at the first check (autonomous_silence_handling false)', () => {
+    const { session } = start(supportDefinition(), { silence: { messages: [], final_message: 'Goodbye.', max_attempts: 0 } });
+    const last = session.send({ type: 'timer.silence' });
+    expect(last).toEqual([{ type: 'say', say_id: expect.any(String), text: 'Goodbye.', node_id: 'greeting', interruptible: false }]);
+    expect(session.state().status).toBe('closing');
+    expect(session.send({ type: 'assistant.done_speaking', say_id: (last[0] as SayCommand).say_id })).toEqual([
+      { type: 'hang_up', reason: 'silence-timed-out', node_id: 'greeting' },
+    ]);
+    const silent = start(supportDefinition(), { silence: { messages: [], final_message: null, max_attempts: 0 } }).session;
+    expect(silent.send({ type: 'timer.silence' })).toEqual([{ type: 'hang_up', reason: 'silence-timed-out', node_id: 'greeting' }]);
   });
 
   it('timer.silence without a final line hangs up at once after the prompts', () => {

@@ -13,11 +13,35 @@ type Loose = Record<string, any>;
 const isAbout = (detail: string, path: string) =>
   detail.startsWith(`${path}:`) || detail.startsWith(`${path}.`) || detail.startsWith(`${path}[`);
 
-/** Every detail starts with a JSON path (or is the final "... and N more problems"). */
+/**
+ * Every detail starts with a JSON path (or is the final "... and N more problems"); a node or an
+ * edge in it may be named: `nodes[2] (booking)`, `edges[0] (a → "has space")`.
+ */
 const QUOTED_KEY = String.raw`\["(?:[^"\\]|\\.)*"\]`;
+const ID = String.raw`(?:[A-Za-z0-9_-]{1,64}|"(?:[^"\\]|\\.)*")`;
+const NAME = String.raw`(?: \((${ID}(?: → ${ID})?)\))?`;
 const PATH_FIRST = new RegExp(
-  String.raw`^(?:definition|\(root\)|(?:[A-Za-z_$][\w$]*|${QUOTED_KEY})(?:\[\d+\]|\.[A-Za-z_$][\w$]*|${QUOTED_KEY})*): \S|^\.\.\. and \d+ more problems?$`,
+  String.raw`^(?:definition|\(root\)|(?:[A-Za-z_$][\w$]*|${QUOTED_KEY})(?:\[\d+\]${NAME}|\.[A-Za-z_$][\w$]*|${QUOTED_KEY})*): \S|^\.\.\. and \d+ more problems?$`,
 );
+/** The element a detail starts with, and the name it gives it (undefined: none). */
+const ELEMENT_FIRST = new RegExp(String.raw`^(nodes|edges)\[(\d+)\]${NAME}[.:[]`);
+
+/** How a detail must name `nodes[i]` or `edges[j]` of `input`: by its id, or by its from → to. */
+function expectedName(input: unknown, list: 'nodes' | 'edges', index: number): string | undefined {
+  const own = (value: unknown, key: PropertyKey): unknown =>
+    typeof value === 'object' && value !== null && Object.hasOwn(value, key) ? (value as Loose)[key as string] : undefined;
+  const show = (id: string) =>
+    /^[A-Za-z0-9_-]{1,64}$/.test(id) ? id : JSON.stringify(id.length > 64 ? `${id.slice(0, 64)}…` : id);
+  const array = own(input, list);
+  const element = Array.isArray(array) ? own(array, index) : undefined;
+  if (Array.isArray(element)) return undefined;
+  if (list === 'nodes') {
+    const id = own(element, 'id');
+    return typeof id === 'string' ? show(id) : undefined;
+  }
+  const [from, to] = [own(element, 'from'), own(element, 'to')];
+  return typeof from === 'string' && typeof to === 'string' ? `${show(from)} → ${show(to)}` : undefined;
+}
 
 function checkShape(input: unknown): void {
   const result = validateDefinition(input);
@@ -31,6 +55,11 @@ function checkShape(input: unknown): void {
   for (const detail of result.details) {
     expect(detail).toMatch(PATH_FIRST);
     expect(detail).not.toMatch(/Invalid input|Invalid option|Too big|Too small|Unrecognized key/);
+    const element = ELEMENT_FIRST.exec(detail);
+    if (element) {
+      const [, list, index, name] = element;
+      expect(name, detail).toBe(expectedName(input, list as 'nodes' | 'edges', Number(index)));
+    }
   }
 }
 
@@ -277,6 +306,14 @@ const FAULTS = [
 ] as const;
 type Fault = (typeof FAULTS)[number];
 
+/** `nodes[2].url` as details write it for a valid graph's ids: `nodes[2] (lookup).url`. */
+function named(def: Loose, path: string): string {
+  return path.replace(/^(nodes|edges)\[(\d+)\]/, (whole, list: string, index: string) => {
+    const element = def[list][Number(index)];
+    return `${whole} (${list === 'nodes' ? element.id : `${element.from} → ${element.to}`})`;
+  });
+}
+
 /** Applies the fault to `def` (a copy) and returns the path a detail must be about. */
 function inject(def: Loose, fault: Fault, pick: number, badValue: number): string {
   const nodes = def.nodes as Loose[];
@@ -381,7 +418,7 @@ describe('validateDefinition on valid graphs with one fault', () => {
         fc.nat(),
         (valid, fault, pick, badValue) => {
           const def = structuredClone(valid) as Loose;
-          const path = inject(def, fault, pick, badValue);
+          const path = named(def, inject(def, fault, pick, badValue));
           const result = validateDefinition(def);
           if (result.ok) throw new Error(`accepted a graph with fault ${fault} at ${path}`);
           const found = result.details.some((d) => isAbout(d, path));

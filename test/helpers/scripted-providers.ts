@@ -19,6 +19,7 @@ import { FRAME_BYTES, FRAME_MS } from '../../src/calls/outbound.js';
 import {
   ProviderError,
   type LlmEvent,
+  type LlmFunction,
   type LlmMessage,
   type LlmProvider,
   type LlmRequest,
@@ -446,6 +447,12 @@ const SAY_EXACTLY = /^\s*say exactly(?: this)?\s*[:\-–—]?\s*(.+?)\s*$/is;
 /** Audio goes out in 100 ms pieces, as a realtime vendor streams it. */
 const REALTIME_CHUNK_BYTES = 5 * FRAME_BYTES;
 
+/** What a response was asked with: its instructions, and functions replacing the session's for it. */
+interface RealtimeResponseRequest {
+  instructions: string | undefined;
+  tools: LlmFunction[] | undefined;
+}
+
 interface RealtimeResponse {
   id: string;
   instructions: string | undefined;
@@ -469,7 +476,7 @@ export class ScriptedRealtimeSession implements RealtimeSession {
 
   private readonly items = new Map<string, { message: { role: 'assistant'; content: string | null }; text: string; audioMs: number }>();
   private active: RealtimeResponse | null = null;
-  private readonly waiting: Array<string | undefined> = [];
+  private readonly waiting: RealtimeResponseRequest[] = [];
   private speaking = false;
   private heardLines: number[] = [];
   private stopTimer: NodeJS.Timeout | null = null;
@@ -507,14 +514,15 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     this.options = { ...this.options, ...options, tools: [...(options.tools ?? this.options.tools)] };
   }
 
-  createResponse(instructions?: string): void {
+  createResponse(instructions?: string, options?: { tools?: LlmFunction[] }): void {
     if (this.closed) return;
     this.responsesAsked.push(instructions);
+    const request = { instructions, tools: options?.tools };
     if (this.active) {
-      this.waiting.push(instructions);
+      this.waiting.push(request);
       return;
     }
-    this.respond(instructions);
+    this.respond(request);
   }
 
   cancelResponse(): void {
@@ -602,7 +610,7 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     if (this.active === r) this.active = null;
   }
 
-  private respond(instructions: string | undefined): void {
+  private respond({ instructions, tools }: RealtimeResponseRequest): void {
     const r: RealtimeResponse = { id: `item_${++this.seq}`, instructions, cancelled: false, timer: null };
     this.active = r;
     const verbatim = instructions === undefined ? null : SAY_EXACTLY.exec(instructions);
@@ -613,7 +621,7 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     const request: ModelRequest = {
       at: performance.now(),
       messages: structuredClone([{ role: 'system', content: this.options.instructions } as LlmMessage, ...this.history]),
-      functions: this.options.tools.map((t) => t.name),
+      functions: (tools ?? this.options.tools).map((t) => t.name),
       aborted: false,
       ...(instructions !== undefined ? { instructions } : {}),
     };
@@ -658,7 +666,7 @@ export class ScriptedRealtimeSession implements RealtimeSession {
   private finish(r: RealtimeResponse): void {
     if (this.active === r) this.active = null;
     this.events.onResponseDone?.();
-    if (this.waiting.length > 0 && !this.active && !this.closed) this.respond(this.waiting.shift());
+    if (this.waiting.length > 0 && !this.active && !this.closed) this.respond(this.waiting.shift()!);
   }
 }
 

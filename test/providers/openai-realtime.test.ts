@@ -502,6 +502,14 @@ describe('OpenAI Realtime adapter against the fake', () => {
       event_id: expect.any(String),
       response: { instructions: 'Say exactly: Thanks, one moment.' },
     });
+    // tools for one response only (a silence check-in: none offered)
+    s.createResponse('Check in with the caller.', { tools: [] });
+    await f.waitForEvent('response.create', 2);
+    expect(f.eventsOfType('response.create')[1]).toEqual({
+      type: 'response.create',
+      event_id: expect.any(String),
+      response: { instructions: 'Check in with the caller.', tools: [], tool_choice: 'none' },
+    });
     // The fake merged the updates: audio stays μ-law, instructions changed.
     expect(conn.session).toMatchObject({
       instructions: 'Now collect the caller’s address.',

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ProviderError, type LlmEvent, type LlmFunction, type LlmMessage } from '../../src/providers/types.js';
 import { contentWords, createSandboxLlm } from '../../src/providers/sandbox/index.js';
+import { SANDBOX_CHECK_IN } from '../../src/providers/sandbox/llm.js';
+import { SILENCE_CHECK_INSTRUCTION } from '../../engine/session.js';
 
 const llm = createSandboxLlm();
 const config = { provider: 'sandbox' };
@@ -98,6 +100,16 @@ describe('sandbox LLM', () => {
     // A tool node offers only its ways out: the model has to take one, even without a match.
     const toolNode = await collect([...history, { role: 'tool', tool_call_id: 'call_1', content: '42' }], transitions);
     expect(calls(toolNode).map((c) => c.name)).toEqual(['go_to_billing']);
+  });
+
+  it("answers a silence check-in with its check-in line, calling nothing, whatever the caller said", async () => {
+    const checkIn: LlmMessage = { role: 'system', content: SILENCE_CHECK_INSTRUCTION };
+    for (const said of ['I have a question about my last invoice', 'Good morning']) {
+      const events = await collect([system, { role: 'user', content: said }, { role: 'assistant', content: 'Sure.' }, checkIn], transitions);
+      expect(calls(events)).toEqual([]);
+      expect(text(events)).toBe(SANDBOX_CHECK_IN);
+      expect(events.at(-1)).toEqual({ type: 'done', finishReason: 'stop' });
+    }
   });
 
   it('is deterministic: the same input gives the same events', async () => {

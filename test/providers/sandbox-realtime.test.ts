@@ -9,6 +9,8 @@ import {
 import { createSandboxRealtime, synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
 import { FskReceiver } from '../../src/providers/sandbox/modem.js';
 import { truncateText } from '../../src/providers/sandbox/realtime.js';
+import { SANDBOX_CHECK_IN } from '../../src/providers/sandbox/llm.js';
+import { SILENCE_CHECK_INSTRUCTION } from '../../engine/session.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 const silence = (ms: number) => Buffer.alloc(ms * 8, 0xff);
@@ -100,6 +102,20 @@ describe('sandbox realtime', () => {
     expect(heard('item_sandbox_1')).toEqual(['Welcome to billing.', 'How can I help?']);
     expect(heard('item_sandbox_2')).toEqual(['Anything else?']);
     expect(log.filter((l) => l === 'response-done')).toHaveLength(2);
+    await session.close();
+  });
+
+  it("a response's own tools and instructions: a silence check-in gets the check-in line, calling nothing", async () => {
+    const { session, log, heard, responseDone } = await connect();
+    let done = responseDone();
+    session.sendAudio(Buffer.concat([synthesizeSandboxSpeech('I have a question about my invoice.'), silence(700)]));
+    await done;
+    expect(log).toContain('call go_to_billing {}');
+    done = responseDone();
+    session.createResponse(`You are the front desk.\n\n${SILENCE_CHECK_INSTRUCTION}`, { tools: [] });
+    await done;
+    expect(log.slice(-2)).toEqual([`assistant: ${SANDBOX_CHECK_IN}`, 'response-done']);
+    expect(heard('item_sandbox_2')).toEqual(['Are you still with me?', 'Take your time.']);
     await session.close();
   });
 

@@ -505,11 +505,15 @@ export function createOpenAiRealtime(
             const s = sessionConfig(changes, { initial: false });
             if (Object.keys(s).length > 1) send({ type: 'session.update', session: s });
           },
-          createResponse(instructions?: string) {
+          createResponse(instructions?: string, options?: { tools?: LlmFunction[] }) {
+            const response: Record<string, unknown> = {};
+            if (instructions !== undefined) response.instructions = instructions;
+            if (options?.tools !== undefined) {
+              response.tools = options.tools.map(realtimeTool);
+              response.tool_choice = options.tools.length > 0 ? 'auto' : 'none';
+            }
             requestResponse(
-              instructions === undefined
-                ? { type: 'response.create' }
-                : { type: 'response.create', response: { instructions } },
+              Object.keys(response).length === 0 ? { type: 'response.create' } : { type: 'response.create', response },
             );
           },
           cancelResponse() {

@@ -8,11 +8,18 @@
  *  - after a tool result, it takes a transition whose description shares words with the result,
  *    must take one when only transitions are offered (a tool node: the best match, else the
  *    first), and otherwise says one sentence quoting the result; after the result of a
- *    transition it only says that sentence (so it can never loop from transition to transition).
+ *    transition it only says that sentence (so it can never loop from transition to transition);
+ *  - asked for a silence check-in (a system message carries Switchboard's check-in instruction,
+ *    `SILENCE_CHECK_INSTRUCTION`), it says `SANDBOX_CHECK_IN` and calls nothing, whatever else
+ *    the request holds.
  * The same messages and tools always give the same events.
  */
+import { SILENCE_CHECK_INSTRUCTION } from '../../../engine/session.js';
 import type { LlmEvent, LlmFunction, LlmMessage, LlmProvider, LlmRequest, LlmToolCall } from '../types.js';
 import { ProviderError } from '../types.js';
+
+/** The sandbox model's silence check-in (not the engine's fallback line, so the two can be told apart). */
+export const SANDBOX_CHECK_IN = 'Are you still with me? Take your time.';
 
 const PROVIDER = 'sandbox';
 const ECHO_WORDS = 8;
@@ -129,6 +136,9 @@ export type SandboxDecision = { kind: 'call'; fn: LlmFunction; args: string } | 
 
 /** The whole policy, pure: what the sandbox model does with these messages and tools. */
 export function decide(messages: readonly LlmMessage[], tools: readonly LlmFunction[]): SandboxDecision {
+  if (messages.some((m) => m.role === 'system' && m.content.includes(SILENCE_CHECK_INSTRUCTION))) {
+    return { kind: 'say', text: SANDBOX_CHECK_IN };
+  }
   const last = messages[messages.length - 1];
   if (last?.role === 'tool') {
     // The result of a transition (the call has moved on) never leads to another transition.

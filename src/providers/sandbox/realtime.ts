@@ -6,12 +6,15 @@
  * each end of turn (`speechFinal`) the caller's words join the conversation and a response is
  * created, as OpenAI's server VAD does. A response is either function calls or sandbox speech
  * tagged with an item id. `createResponse('Say exactly: …')` speaks that text verbatim (how a
- * call speaks a node's first line). `truncate` keeps the share of the item's text that matches
- * the share of its audio that was played.
+ * call speaks a node's first line); other instructions join the system prompt for that response,
+ * and its `tools` (if given) replace the session's for it, so a silence check-in (Switchboard's
+ * check-in instruction, no functions) gets the sandbox model's check-in line. `truncate` keeps
+ * the share of the item's text that matches the share of its audio that was played.
  */
 import type { LlmConfig } from '../../../engine/schema.js';
 import {
   ProviderError,
+  type LlmFunction,
   type LlmMessage,
   type LlmToolCall,
   type RealtimeEvents,
@@ -33,6 +36,12 @@ interface Item {
   message: { role: 'assistant'; content: string | null };
   text: string;
   audioMs: number;
+}
+
+/** What a response was asked with. */
+interface ResponseRequest {
+  instructions?: string | undefined;
+  tools?: LlmFunction[] | undefined;
 }
 
 interface Response {
@@ -59,7 +68,7 @@ class SandboxRealtimeSession implements RealtimeSession {
   private readonly tts = createSandboxTts();
   private readonly items = new Map<string, Item>();
   private active: Response | null = null;
-  private readonly waiting: (string | undefined)[] = [];
+  private readonly waiting: ResponseRequest[] = [];
   private userFinals: string[] = [];
   private counter = 0;
   private closed = false;
@@ -87,13 +96,14 @@ class SandboxRealtimeSession implements RealtimeSession {
     this.options = { ...this.options, ...options, tools: [...(options.tools ?? this.options.tools)] };
   }
 
-  createResponse(instructions?: string): void {
+  createResponse(instructions?: string, options?: { tools?: LlmFunction[] }): void {
     if (this.closed) return;
+    const request = { instructions, tools: options?.tools };
     if (this.active) {
-      this.waiting.push(instructions);
+      this.waiting.push(request);
       return;
     }
-    void this.respond(instructions);
+    void this.respond(request);
   }
 
   cancelResponse(): void {
@@ -153,7 +163,7 @@ class SandboxRealtimeSession implements RealtimeSession {
     this.createResponse();
   }
 
-  private async respond(instructions: string | undefined): Promise<void> {
+  private async respond({ instructions, tools }: ResponseRequest): Promise<void> {
     const r: Response = { id: `item_sandbox_${++this.counter}`, abort: new AbortController(), tts: null };
     this.active = r;
     try {
@@ -169,7 +179,7 @@ class SandboxRealtimeSession implements RealtimeSession {
       for await (const event of this.llm.stream({
         config: { provider: 'sandbox' },
         messages,
-        tools: this.options.tools,
+        tools: tools ?? this.options.tools,
         signal: r.abort.signal,
       })) {
         if (event.type === 'text') text += event.text;
@@ -236,7 +246,7 @@ class SandboxRealtimeSession implements RealtimeSession {
     if (this.active === r) this.active = null;
     this.events.onResponseDone?.();
     // A response asked for meanwhile starts now (unless a handler above already started one).
-    if (this.waiting.length > 0 && !this.active && !this.closed) void this.respond(this.waiting.shift());
+    if (this.waiting.length > 0 && !this.active && !this.closed) void this.respond(this.waiting.shift()!);
   }
 }
 
