@@ -33,6 +33,7 @@ import { WEB_STREAM_PATH } from './telephony/web/transport.js';
 import { callRoutes } from './api/calls.js';
 import { chatRoutes } from './api/chats.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
+import { callEmailRoutes } from './api/call-emails.js';
 import { consoleRoutes } from './api/console.js';
 
 export interface AppOptions {
@@ -143,12 +144,10 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     if (runtime) {
       await api.register(callRoutes(runtime.callStore, runtime.outbound, { calls: runtime.calls, publicUrl: config.PUBLIC_URL }));
       await api.register(chatRoutes({ store, providers: runtime.providers, webhooks: runtime.webhooks, logger, redisUrl: config.REDIS_URL }));
-      await api.register(
-        callWebhookRoutes(runtime.deliveries, {
-          callExists: async (orgId, callId) =>
-            (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null,
-        }),
-      );
+      const callExists = async (orgId: string, callId: string) =>
+        (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null;
+      await api.register(callWebhookRoutes(runtime.deliveries, { callExists }));
+      await api.register(callEmailRoutes(store.emailAttempts, { callExists }));
     }
   });
 

@@ -13,6 +13,24 @@ const retentionDays = (what: string, days: number) => {
     .default(days);
 };
 
+/** `smtp://` (STARTTLS when the server offers it) or `smtps://` (TLS from the start); never echoed: it may hold a password. */
+const SmtpUrl = z.string().refine(
+  (value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'smtp:' || url.protocol === 'smtps:') && url.hostname !== '';
+    } catch {
+      return false;
+    }
+  },
+  { error: 'must be an smtp:// or smtps:// URL with a host, e.g. smtps://user:password@smtp.example.com:465' },
+);
+/** An address, alone or after a display name in angle brackets. */
+const MailFrom = z.string().refine(
+  (value) => z.email().safeParse(/<([^<>]*)>\s*$/.exec(value)?.[1] ?? value.trim()).success,
+  { error: 'must be an e-mail address, alone or as "Name <address>", e.g. "Switchboard <calls@example.com>"' },
+);
+
 const ConfigSchema = z.object({
   PORT: Port.default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -39,6 +57,18 @@ const ConfigSchema = z.object({
   WEBHOOK_DELIVERY_RETENTION_DAYS: retentionDays('delivery attempts', 30),
   /** Days calls are kept in the call log (GET /calls, GET /calls/{id}); 0 keeps them forever. */
   CALL_RETENTION_DAYS: retentionDays('calls', 90),
+  /** Notification e-mails (DECISIONS 13): the SMTP server, credentials in the URL; unset, none are sent. */
+  SMTP_URL: SmtpUrl.optional(),
+  /** The sender of notification e-mails: `calls@example.com` or `Acme calls <calls@example.com>`. */
+  SMTP_FROM: MailFrom.optional(),
+}).superRefine((c, ctx) => {
+  if (c.SMTP_URL && !c.SMTP_FROM) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SMTP_FROM'],
+      message: 'required with SMTP_URL: the sender of notification e-mails, e.g. "Switchboard <calls@example.com>"',
+    });
+  }
 });
 
 export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };

@@ -26,6 +26,7 @@ import { Metrics } from './metrics.js';
 import { createCallControl, type CallControl } from './calls/control.js';
 import { createDialer } from './calls/dialer.js';
 import { OutboundCalls } from './calls/outbound-calls.js';
+import { NotificationEmails, type NotificationEmailsOptions } from './notifications/service.js';
 
 export interface Runtime {
   providers: Providers;
@@ -39,6 +40,8 @@ export interface Runtime {
   web: WebTelephony;
   /** Outbound calls: queued, dialled within each organization's limits, ended through the API. */
   outbound: OutboundCalls;
+  /** The notification e-mails of answered calls (SMTP_URL); off without it. */
+  emails: NotificationEmails;
   deliveries: DeliveryRepository;
   /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
   deliveryPruner: DeliveryPruner;
@@ -68,6 +71,8 @@ export interface RuntimeOptions {
   deliveryPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
   /** The same for the call log's pruner. */
   callLogPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
+  /** The e-mail queue's name (Redis), retry schedule and SMTP waits (tests shorten them). */
+  emails?: Pick<NotificationEmailsOptions, 'queueName' | 'retryScheduleMs' | 'smtpTimeoutMs'>;
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
@@ -82,6 +87,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
   });
   await webhooks.start();
+  const emails = new NotificationEmails({
+    config: o.config,
+    logger: o.logger.child({ component: 'emails' }),
+    recorder: o.store.emailAttempts,
+    ...o.emails,
+  });
+  await emails.start();
   const callStore = new LoggedCallStore(o.callStore ?? createCallStore(o.config.REDIS_URL), o.store.calls, o.logger);
   const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
   // every call ends with exactly one status-update `ended`: that is where calls are counted
@@ -98,7 +110,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   let outbound: OutboundCalls | null = null;
   calls = new CallService({
     control,
-    onCallEnded: (record) => outbound?.callEnded(record),
+    // every call ends here once, its report made: answered calls send their e-mails
+    onCallEnded: (record) => {
+      outbound?.callEnded(record);
+      emails.callEnded(record);
+    },
     store: o.store,
     calls: callStore,
     providers,
@@ -165,6 +181,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     twilio,
     web,
     outbound: outboundCalls,
+    emails,
     deliveries,
     deliveryPruner,
     callLogPruner,
@@ -181,15 +198,17 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         await outboundCalls.close();
         web.close();
         watcher.close();
-        // the reports of the calls just ended were queued: the in-process queue drops what is
-        // still waiting when it closes, so let them go first (bounded: main.ts exits 5 s past the grace)
+        // the reports and e-mails of the calls just ended were queued: the in-process queues drop
+        // what is still waiting when they close, so let them go first (bounded: main.ts exits 5 s past the grace)
         const queue = webhooks.queue as { whenIdle?: () => Promise<void> };
-        if (queue.whenIdle) {
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([queue.whenIdle(), new Promise((r) => (timer = setTimeout(r, 4_000)))]);
-          clearTimeout(timer);
-        }
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.all([queue.whenIdle?.(), emails.whenIdle()]),
+          new Promise((r) => (timer = setTimeout(r, 4_000))),
+        ]);
+        clearTimeout(timer);
         await webhooks.close();
+        await emails.close();
         // lets the last call-log writes (the calls just ended) finish, then closes the sessions
         await callStore.close();
         await control.close();

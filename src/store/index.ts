@@ -3,6 +3,7 @@ import type { Db } from './db.js';
 import { AccountRepository } from './account.js';
 import { AssistantRepository } from './assistants.js';
 import { CallLogRepository } from './calls.js';
+import { EmailAttemptRepository } from './email-attempts.js';
 import { KeyRepository } from './keys.js';
 import { NumberRepository } from './numbers.js';
 import { OutboundQueueRepository } from './outbound-queue.js';
@@ -19,6 +20,8 @@ export interface Store {
   calls: CallLogRepository;
   /** Outbound calls waiting to be dialled (the in-process dialer; BullMQ's are in Redis). */
   outboundQueue: OutboundQueueRepository;
+  /** Attempts at notification e-mails (GET /calls/{id}/emails). */
+  emailAttempts: EmailAttemptRepository;
 }
 
 export function createStore(db: Db): Store {
@@ -31,5 +34,6 @@ export function createStore(db: Db): Store {
     account: new AccountRepository(db),
     calls: new CallLogRepository(db),
     outboundQueue: new OutboundQueueRepository(db),
+    emailAttempts: new EmailAttemptRepository(db),
   };
 }

@@ -52,6 +52,8 @@ const OPERATOR_SET = {
   DEEPGRAM_API_KEY: 'dg-key',
   OPENAI_API_KEY: 'sk-key',
   ELEVENLABS_API_KEY: 'el-key',
+  SMTP_URL: 'smtps://calls:secret@smtp.example.com:465',
+  SMTP_FROM: 'Acme calls <calls@example.com>',
   POSTGRES_PASSWORD: 'a-long-random-password',
 };
 

@@ -346,6 +346,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/calls/{id}/emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The notification e-mail attempts of a call, oldest first
+         * @description After an answered call, one e-mail goes to each of its assistant's notification_email and notification_emails (SMTP_URL). Each attempt is listed: its recipient, how the SMTP server answered, and when the next retry is due. Empty when the call was not answered, its assistant has no address, or SMTP_URL is not set.
+         */
+        get: operations["listCallEmails"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1201,6 +1221,43 @@ export interface components {
             errors: string[];
             /** @description what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was */
             structured_data: unknown;
+        };
+        /**
+         * @example {
+         *       "id": "412",
+         *       "email_id": "eml_Qm9va2luZ0NvbmZpcm1lZEEx",
+         *       "recipient": "frontdesk@acme-dental.example",
+         *       "attempt": 1,
+         *       "outcome": "retrying",
+         *       "smtp_code": 451,
+         *       "smtp_response": "451 4.7.1 Greylisted, please try again later",
+         *       "error": "the SMTP server refused for now at RCPT (451)",
+         *       "duration_ms": 84,
+         *       "next_retry_at": "2025-06-02T09:16:41.120Z",
+         *       "created_at": "2025-06-02T09:16:11.036Z"
+         *     }
+         */
+        EmailAttempt: {
+            id: string;
+            /** @description the same on every attempt at one e-mail (one recipient of the call) */
+            email_id: string;
+            recipient: string;
+            /** @description 1 for the first attempt */
+            attempt: number;
+            /**
+             * @description sent: the SMTP server took it; retrying: another attempt is scheduled; failed: refused for good (5xx); gave-up: retries used up
+             * @enum {string}
+             */
+            outcome: "sent" | "retrying" | "failed" | "gave-up";
+            /** @description the SMTP reply code; null when no reply came (connection refused, timeout) */
+            smtp_code: number | null;
+            /** @description the SMTP server's reply as it gave it */
+            smtp_response: string | null;
+            /** @description why it was not sent, in a short phrase (no network detail) */
+            error: string | null;
+            duration_ms: number;
+            next_retry_at: string | null;
+            created_at: string;
         };
     };
     responses: never;
@@ -4357,6 +4414,82 @@ export interface operations {
                             next_retry_at: string | null;
                             created_at: string;
                         }[];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    listCallEmails: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        emails: components["schemas"]["EmailAttempt"][];
                     };
                 };
             };

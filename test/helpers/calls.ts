@@ -3,6 +3,7 @@
  * organization with Twilio credentials, a webhook receiver, and a fake Twilio REST API.
  */
 import type { FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -84,7 +85,9 @@ export const callKinds = [
 
 export async function startCallingServer(
   env: Record<string, string> = {},
-  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness'> = {},
+  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness' | 'emails'> = {},
+  /** `logTo`: the server's log lines go there (at `logLevel`, default LOG_LEVEL) instead of stdout. */
+  logging: { logTo?: DestinationStream; logLevel?: string } = {},
 ): Promise<CallingServer> {
   const testDb: TestDb = await createTestDb(defaultDbKind());
   const store = createStore(testDb.db);
@@ -100,7 +103,7 @@ export async function startCallingServer(
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
     ...env,
   });
-  const logger = createLogger(config.LOG_LEVEL);
+  const logger = createLogger(logging.logLevel ?? config.LOG_LEVEL, logging.logTo);
   const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}`, dialQueueName: `test-dial-${port}-${Date.now()}`, ...runtimeOptions });
   const app = await buildApp({ config, store, logger, runtime });
   await app.listen({ port, host: '127.0.0.1' });
