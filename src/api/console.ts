@@ -51,10 +51,11 @@ interface StaticFile {
   cache: string;
 }
 
-function load(path: string, cache: string, transform?: (text: string) => string): StaticFile {
+/** A file as served; its type comes from the name it is served under (`servedAs`), the source's by default. */
+function load(path: string, cache: string, transform?: (text: string) => string, servedAs = path): StaticFile {
   let body = readFileSync(path);
   if (transform) body = Buffer.from(transform(body.toString('utf8')));
-  const ext = path.slice(path.lastIndexOf('.') + 1);
+  const ext = servedAs.slice(servedAs.lastIndexOf('.') + 1);
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
   return { body, type: TYPES[ext] ?? 'application/octet-stream', etag, cache };
 }
@@ -69,8 +70,9 @@ function files(): Map<string, StaticFile> {
     ['/console/app.css', own('app.css')],
     ['/console/mic-worklet.js', own('mic-worklet.js')],
     [DAGRE_PATH, load(join(DAGRE_DIR, 'dist', 'dagre.min.js'), forever)],
-    [`${DAGRE_PATH}.map`, load(join(DAGRE_DIR, 'dist', 'dagre.min.js.map'), forever)],
-    [`/console/vendor/dagre-${DAGRE_VERSION}.LICENSE.txt`, load(join(DAGRE_DIR, 'LICENSE'), forever)],
+    // the script's own comment names its map `dagre.min.js.map`, beside it
+    ['/console/vendor/dagre.min.js.map', load(join(DAGRE_DIR, 'dist', 'dagre.min.js.map'), forever)],
+    [`/console/vendor/dagre-${DAGRE_VERSION}.LICENSE.txt`, load(join(DAGRE_DIR, 'LICENSE'), forever, undefined, 'LICENSE.txt')],
   ]);
 }
 

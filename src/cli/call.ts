@@ -39,7 +39,7 @@ const USAGE = `Usage:
     The auth token can also come from TWILIO_AUTH_TOKEN.
 
   npm run call -- --web --assistant <id> [--workflow <id>] --script <file>
-    [--url http://127.0.0.1:3000] [--key <API key>]
+    [--url http://127.0.0.1:3000, or SWITCHBOARD_URL] [--key <API key>]
     Makes a web call (POST /calls/web) to the assistant, running the workflow if given, and
     plays the script as the browser would. The key can also come from SWITCHBOARD_API_KEY.
 
@@ -61,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       number: { type: 'string' },
       script: { type: 'string' },
-      url: { type: 'string', default: 'http://127.0.0.1:3000' },
+      url: { type: 'string', default: process.env.SWITCHBOARD_URL || 'http://127.0.0.1:3000' },
       'public-url': { type: 'string' },
       'auth-token': { type: 'string' },
       'account-sid': { type: 'string' },
@@ -141,6 +141,8 @@ async function runScript(call: ScriptedLine, steps: ScriptStep[], connect: () =>
       switch (step.kind) {
         case 'expect':
           await call.hear(step.text, 30_000);
+          // what was heard is printed before the next step's own line
+          printHeard();
           break;
         case 'say':
           printHeard();

@@ -79,7 +79,8 @@ async function main(argv: string[]): Promise<number> {
   const baseUrl = (values.url ?? process.env.SWITCHBOARD_URL ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
   const key = values.key ?? process.env.SWITCHBOARD_API_KEY;
   if (!values.script || !key) {
-    process.stderr.write(`${USAGE}\n`);
+    const missing = !values.script ? 'a script: --script <file.json>' : 'the API key: --key, or SWITCHBOARD_API_KEY';
+    process.stderr.write(`chat: needs ${missing}\n\n${USAGE}\n`);
     return 2;
   }
   const script = readScript(values.script);

@@ -289,31 +289,36 @@ function chatEnded() {
 async function startCall() {
   resetSession('web call');
   setBusy(true);
-  let audio;
+  // made in the click, so that the browser lets it play; everything of the microphone is set up
+  // before the call is made, so that a browser that cannot do it leaves no call behind
+  const ctx = new AudioContext({ sampleRate: RATE });
+  const audio = { stream: null, ctx, playHead: 0, sources: new Set(), marks: [] };
+  let ws = null;
   try {
-    const stream = await navigator.mediaDevices.getUserMedia({
+    void ctx.resume();
+    audio.stream = await navigator.mediaDevices.getUserMedia({
       // no processing: the sandbox voice is a modem signal that noise suppression would destroy
       audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false, channelCount: 1 },
     });
-    const ctx = new AudioContext({ sampleRate: RATE });
     await ctx.audioWorklet.addModule('/console/mic-worklet.js');
-    audio = { stream, ctx, playHead: 0, sources: new Set(), marks: [] };
+    const mic = new AudioWorkletNode(ctx, 'mic-frames', { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1] });
+    ctx.createMediaStreamSource(audio.stream).connect(mic);
+    mic.connect(ctx.destination); // it outputs silence; connected so that it is always pulled
     const { call, url } = await api('POST', '/calls/web', choice());
-    const ws = new WebSocket(url);
+    ws = new WebSocket(url);
     ws.binaryType = 'arraybuffer';
     const session = (state.session = { kind: 'call', call, ws, audio, turn: null, ended: null });
-    const mic = new AudioWorkletNode(ctx, 'mic-frames', { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1] });
-    mic.port.onmessage = (e) => ws.readyState === WebSocket.OPEN && ws.send(e.data);
-    ctx.createMediaStreamSource(stream).connect(mic);
-    mic.connect(ctx.destination); // it outputs silence; connected so that it is always pulled
+    const socket = ws;
+    mic.port.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
     audio.timer = setInterval(() => echoMarks(session, false), 10);
     ws.onmessage = (e) => (typeof e.data === 'string' ? onControl(session, JSON.parse(e.data)) : onAudio(session, e.data));
     ws.onclose = (e) => callClosed(session, e);
     highlight(null);
     status(`Web call ${call.id}: connecting…`);
-    await ctx.resume();
   } catch (err) {
     status(err.message, true);
+    if (ws) ws.close();
+    state.session = null;
     stopAudio(audio);
     setBusy(false);
   }
@@ -395,6 +400,8 @@ async function callClosed(s, event) {
 function hangUp() {
   const s = state.session;
   if (s?.kind === 'call' && s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: 'hangup' }));
+  // still connecting: closing the socket is the hang-up
+  else if (s?.kind === 'call' && s.ws.readyState === WebSocket.CONNECTING) s.ws.close();
   else if (s?.kind === 'chat') {
     $('#say-form').hidden = true;
     setBusy(false);

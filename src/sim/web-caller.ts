@@ -56,11 +56,13 @@ export class WebCaller {
   get events() {
     return this.line.events;
   }
+  /** What was heard so far (nothing before the stream opened). */
   get heard(): HeardLine[] {
-    return this.line.heard;
+    return this.leg?.heard ?? [];
   }
+  /** The stream closed, or never opened. */
   get closed(): boolean {
-    return this.line.closed;
+    return this.leg?.closed ?? true;
   }
   get closeCode(): number | null {
     return this.line.closeCode;

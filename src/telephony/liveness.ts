@@ -3,6 +3,9 @@
  * has a progress mark gone unanswered too long), instead of a timer per stream.
  */
 
+import type { WebSocket } from 'ws';
+import type { ActiveCall } from '../calls/active-call.js';
+
 /** When a media stream counts as gone; the defaults suit Twilio Media Streams (docs/calls.md). */
 export interface MediaLiveness {
   /** No media frame for this long: the stream is gone (carriers send silence as frames too). */
@@ -135,4 +138,44 @@ export class StreamMonitor {
       this.on.played(name);
     }
   }
+}
+
+/** Runs the call's own code for a socket event: what it throws ends that call, never the process. */
+export type CallRunner = (what: string, fn: (call: ActiveCall) => void) => void;
+
+/** A `CallRunner` on whichever call `current()` gives (nothing while there is none yet). */
+export function callRunner(current: () => ActiveCall | null): CallRunner {
+  return (what, fn) => {
+    const call = current();
+    if (!call) return;
+    try {
+      fn(call);
+    } catch (err) {
+      call.fail(err, what);
+    }
+  };
+}
+
+/**
+ * The `StreamMonitor` of a call's WebSocket: gone means the watch stops, the socket is
+ * terminated and the call hears `farEndGone`; an overdue mark counts as played.
+ */
+export function socketMonitor(o: {
+  ws: WebSocket;
+  liveness: MediaLiveness;
+  marks: PendingMarks;
+  toCall: CallRunner;
+  stopWatching: () => void;
+  /** The first mark assumed played (the far end may not echo marks at all). */
+  firstAssumed: () => void;
+}): StreamMonitor {
+  return new StreamMonitor(o.liveness, o.marks, () => o.ws.ping(), {
+    gone: (why) => {
+      o.stopWatching();
+      o.ws.terminate();
+      o.toCall('far end gone', (c) => c.farEndGone(why));
+    },
+    played: (name) => o.toCall('mark', (c) => c.played(name)),
+    firstAssumed: o.firstAssumed,
+  });
 }

@@ -24,7 +24,9 @@ afterAll(async () => {
 
 function runCall(args: string[]) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/call.ts', ...args], { cwd: ROOT });
+    // no key or address from the environment: each case gives its own
+    const env = { ...process.env, SWITCHBOARD_API_KEY: '', SWITCHBOARD_URL: '' };
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/call.ts', ...args], { cwd: ROOT, env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -74,6 +76,30 @@ describe('npm run call', () => {
     const refused = await runCall(['--number', number, '--script', wrong, ...base.slice(0, 2), '--auth-token', 'wrong-token']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('403');
+  }, 60_000);
+
+  it('--web: a web call played from the terminal, and the API\'s refusal shown as it is', async () => {
+    const { assistantId, workflowId } = await s.setUpNumber({ definition: frontDesk });
+    const script = path.join(dir, 'web.txt');
+    writeFileSync(script, 'expect: Acme Dental\nsay: That is all, goodbye.\nexpect: goodbye\n');
+    const web = ['--web', '--assistant', assistantId, '--workflow', workflowId!, '--script', script, '--url', s.baseUrl];
+    const r = await runCall([...web, '--key', s.key]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/connected \(web call [0-9a-f-]{36}\)/);
+    // what satisfied an expect: is printed before the next step's line
+    const lines = r.stdout.split('\n');
+    const heard = lines.findIndex((l) => l.includes('assistant: Hello, this is Acme Dental.'));
+    const said = lines.findIndex((l) => l.includes('caller:    That is all, goodbye.'));
+    expect(heard).toBeGreaterThan(-1);
+    expect(said).toBeGreaterThan(heard);
+    expect(r.stdout).toContain('assistant: Thank you for calling, goodbye.');
+    const refused = await runCall([...web, '--key', 'sk_live_not-a-key']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('POST /calls/web: 401');
+    const noKey = await runCall(web);
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('--web needs the API key');
   }, 60_000);
 });
 

@@ -14,7 +14,7 @@ import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
 import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
-import { PendingMarks, StreamMonitor, StreamWatcher } from '../liveness.js';
+import { callRunner, PendingMarks, socketMonitor, StreamWatcher } from '../liveness.js';
 import { clearMessage, markMessage, mediaMessage, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
@@ -256,23 +256,13 @@ export class TwilioTelephony implements OutboundCarrier {
       unwatch?.();
       unwatch = null;
     };
-    /** The call's own code runs here: what it throws ends that call, never the process. */
-    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
-      const c = call;
-      if (!c) return;
-      try {
-        fn(c);
-      } catch (err) {
-        c.fail(err, what);
-      }
-    };
-    const monitor = new StreamMonitor(liveness, marks, () => ws.ping(), {
-      gone: (why) => {
-        stopWatching();
-        ws.terminate();
-        toCall('far end gone', (c) => c.farEndGone(why));
-      },
-      played: (name) => toCall('mark', (c) => c.played(name)),
+    const toCall = callRunner(() => call);
+    const monitor = socketMonitor({
+      ws,
+      liveness,
+      marks,
+      toCall,
+      stopWatching,
       firstAssumed: () => this.log.warn({ callId: call?.record.id }, 'the far end does not echo marks; audio counts as played once its time has passed'),
     });
     const check = (now: number) => {

@@ -12,7 +12,7 @@ import type { ActiveCall } from '../../calls/active-call.js';
 import type { CallService } from '../../calls/service.js';
 import type { CallRecord } from '../../calls/store.js';
 import type { CallObservation, CallTransport } from '../../calls/transport.js';
-import { PendingMarks, StreamMonitor, type StreamWatcher } from '../liveness.js';
+import { callRunner, PendingMarks, socketMonitor, type StreamWatcher } from '../liveness.js';
 import { refuseUpgrade } from '../upgrades.js';
 import { checkAudio, MAX_MESSAGE_BYTES, observationMessage, parseBrowserMessage, WEB_SAMPLE_RATE } from './protocol.js';
 
@@ -63,7 +63,13 @@ export class WebTelephony {
       return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the server is shutting down' });
     }
     const [, callId, secret] = match as unknown as [string, string, string];
-    void this.open(request, socket, head, callId, secret, remote);
+    this.open(request, socket, head, callId, secret, remote).catch((err: unknown) => {
+      // nothing of it may reach the process: the socket goes, and the call (if it started) ends
+      this.log.error({ err, callId }, 'web-call stream: opening it failed');
+      socket.destroy();
+      void this.o.calls.endUnanswered(callId, 'customer-ended-call', ['switchboard: the stream could not be opened']);
+      this.o.calls.liveCall(callId)?.fail(err, 'web stream open');
+    });
   }
 
   /** Uses up the token, starts the call on a link that waits for its socket, then upgrades. */
@@ -75,11 +81,12 @@ export class WebTelephony {
       }
     } catch (err) {
       this.log.error({ err, callId }, 'web-call stream: the token could not be checked');
-      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call store did not answer; try again' });
+      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call store did not answer; start a new call' });
     }
     if (socket.destroyed) {
-      // the browser left while its token was checked: the call never started
+      // the browser left while its token was checked: the call never started, and ends now
       this.log.info({ callId }, 'the browser left before its web-call stream opened');
+      await this.o.calls.endUnanswered(callId, 'customer-ended-call', ['the browser left before its stream opened']);
       return;
     }
     const link = new BrowserLink();
@@ -88,7 +95,7 @@ export class WebTelephony {
       call = await this.o.calls.connectClaimed(callId, (record) => this.transport(link, record));
     } catch (err) {
       this.log.error({ err, callId }, 'web call could not start');
-      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call could not start; try again' });
+      return refuseUpgrade(socket, 503, { error: 'Unavailable', message: 'the call could not start; start a new call' });
     }
     if (!call) {
       // ended meanwhile (POST /calls/{id}/end, or finalized): its token may still have been there
@@ -118,21 +125,13 @@ export class WebTelephony {
   /** The open stream of a call that has started: the browser's frames go to the call. */
   private attach(ws: WebSocket, call: ActiveCall, link: BrowserLink, remote: string): void {
     const callId = call.record.id;
-    /** The call's own code runs here: what it throws ends that call, never the process. */
-    const toCall = (what: string, fn: (c: ActiveCall) => void) => {
-      try {
-        fn(call);
-      } catch (err) {
-        call.fail(err, what);
-      }
-    };
-    const monitor = new StreamMonitor(this.o.watcher.liveness, link.marks, () => ws.ping(), {
-      gone: (why) => {
-        link.stopWatching();
-        ws.terminate();
-        toCall('far end gone', (c) => c.farEndGone(why));
-      },
-      played: (name) => toCall('mark', (c) => c.played(name)),
+    const toCall = callRunner(() => call);
+    const monitor = socketMonitor({
+      ws,
+      liveness: this.o.watcher.liveness,
+      marks: link.marks,
+      toCall,
+      stopWatching: () => link.stopWatching(),
       firstAssumed: () => this.log.debug({ callId }, 'the browser does not echo marks; audio counts as played once its time has passed'),
     });
     const tell = (reason: string) => {
