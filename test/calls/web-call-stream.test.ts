@@ -46,16 +46,8 @@ const browsers: RawBrowser[] = [];
 const wsBase = () => s.baseUrl.replace(/^http/, 'ws');
 const streamUrl = (token?: string) => `${wsBase()}/calls/web/stream${token === undefined ? '' : `?token=${encodeURIComponent(token)}`}`;
 
-const newAssistant = async (body: Record<string, unknown> = sandboxAssistant()) => {
-  const res = await s.api('POST', '/assistants', body);
-  expect(res.status).toBe(201);
-  return res.json.assistant.id as string;
-};
-const newWorkflow = async (definition: unknown) => {
-  const res = await s.api('POST', '/workflows', { name: 'Web stream flow', definition });
-  expect(res.status).toBe(201);
-  return res.json.workflow.id as string;
-};
+const newAssistant = (body?: Record<string, unknown>) => s.createAssistant(body);
+const newWorkflow = (definition: unknown) => s.createWorkflow(definition, 'Web stream flow');
 
 let frontDesk: { assistantId: string; workflowId: string } | null = null;
 /** A sandbox assistant on the front desk (greeting → booking → bye), made once. */

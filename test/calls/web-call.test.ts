@@ -14,16 +14,8 @@ afterAll(async () => {
   await server?.close();
 });
 
-const newAssistant = async (extra: Record<string, unknown> = {}) => {
-  const res = await server.api('POST', '/assistants', sandboxAssistant(extra));
-  expect(res.status).toBe(201);
-  return res.json.assistant.id as string;
-};
-const newWorkflow = async (definition: unknown) => {
-  const res = await server.api('POST', '/workflows', { name: 'Web flow', definition });
-  expect(res.status).toBe(201);
-  return res.json.workflow.id as string;
-};
+const newAssistant = (extra: Record<string, unknown> = {}) => server.createAssistant(sandboxAssistant(extra));
+const newWorkflow = (definition: unknown) => server.createWorkflow(definition, 'Web flow');
 
 describe('web calls', () => {
   it('runs a workflow from greeting to end node, with transcript, nodes, latency and the report', async () => {

@@ -40,6 +40,10 @@ export interface CallingServer {
   receiver: Receiver;
   twilio: FakeTwilioRest;
   api(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown): Promise<{ status: number; json: any }>;
+  /** A new assistant (a sandbox one by default): its id. */
+  createAssistant(body?: Record<string, unknown>): Promise<string>;
+  /** A new workflow with this definition: its id. */
+  createWorkflow(definition: unknown, name?: string): Promise<string>;
   /** A number wired to a new sandbox assistant (and optionally a workflow). */
   setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string }): Promise<{
     number: string;
@@ -126,6 +130,16 @@ export async function startCallingServer(
   if (account.status !== 200) throw new Error(`account set-up failed: ${JSON.stringify(account.json)}`);
 
   const callers: SimulatedCall[] = [];
+  const createAssistant: CallingServer['createAssistant'] = async (body = sandboxAssistant()) => {
+    const assistant = await api('POST', '/assistants', body);
+    if (assistant.status !== 201) throw new Error(`assistant: ${JSON.stringify(assistant.json)}`);
+    return assistant.json.assistant.id as string;
+  };
+  const createWorkflow: CallingServer['createWorkflow'] = async (definition, name = 'Test flow') => {
+    const wf = await api('POST', '/workflows', { name, definition });
+    if (wf.status !== 201) throw new Error(`workflow: ${JSON.stringify(wf.json)}`);
+    return wf.json.workflow.id as string;
+  };
   return {
     app,
     store,
@@ -137,23 +151,19 @@ export async function startCallingServer(
     receiver,
     twilio,
     api,
+    createAssistant,
+    createWorkflow,
     async setUpNumber(options = {}) {
-      const assistant = await api('POST', '/assistants', options.assistant ?? sandboxAssistant());
-      if (assistant.status !== 201) throw new Error(`assistant: ${JSON.stringify(assistant.json)}`);
-      let workflowId: string | null = null;
-      if (options.definition) {
-        const wf = await api('POST', '/workflows', { name: 'Test flow', definition: options.definition });
-        if (wf.status !== 201) throw new Error(`workflow: ${JSON.stringify(wf.json)}`);
-        workflowId = wf.json.workflow.id;
-      }
+      const assistantId = await createAssistant(options.assistant);
+      const workflowId = options.definition ? await createWorkflow(options.definition) : null;
       const number = options.number ?? `+1555${String(port % 1000).padStart(3, '0')}${String(++numberSeq).padStart(4, '0')}`;
       const n = await api('POST', '/numbers', {
         number,
-        assistant_id: assistant.json.assistant.id,
+        assistant_id: assistantId,
         ...(workflowId ? { workflow_id: workflowId } : {}),
       });
       if (n.status !== 201) throw new Error(`number: ${JSON.stringify(n.json)}`);
-      return { number, numberId: n.json.number.id, assistantId: assistant.json.assistant.id, workflowId };
+      return { number, numberId: n.json.number.id, assistantId, workflowId };
     },
     caller(to: string) {
       const c = new SimulatedCall({ baseUrl, to, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
