@@ -7,6 +7,7 @@
  * subclass talks to the caller its own way.
  */
 import type { Logger } from 'pino';
+import { conversationLogger } from '../logger.js';
 import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
 import type { CallEvent, SilencePolicy } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
@@ -107,7 +108,8 @@ export abstract class BaseCall implements ActiveCall {
     this.definition = template
       ? applyVariablesToDefinition(template, values)
       : assistantOnlyDefinition(this.assistant, record.type === 'outbound_phone_call');
-    this.log = deps.logger.child({ callId: record.id, workflowId: record.workflow_id, ...logBindings });
+    // with gdpr_mode the conversation fields of every line are censored (src/logger.ts)
+    this.log = conversationLogger(deps.logger.child({ callId: record.id, workflowId: record.workflow_id, ...logBindings }), this.assistant.gdpr_mode);
     this.ledger = new CallLedger(record, {
       store: deps.store,
       notifier: deps.notifier,

@@ -11,7 +11,7 @@ import { hashDefinition } from '../../engine/compile.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { CallLogEntry, CallLogRepository } from '../store/calls.js';
 import { RetentionPruner, type PrunerSettings } from '../store/retention.js';
-import type { CallRecord, CallStatus, CallStore } from './store.js';
+import { isGdprCall, type CallRecord, type CallStatus, type CallStore } from './store.js';
 
 /** The carrier a call came through and its ids there. */
 export function transportOf(record: CallRecord): { transport: string; transport_ids: Record<string, string> } {
@@ -28,9 +28,6 @@ export function definitionHashOf(record: Pick<CallRecord, 'definition' | 'workfl
   const snapshotHash = record.engine?.definition_hash;
   return record.workflow_id && typeof snapshotHash === 'string' ? snapshotHash : null;
 }
-
-/** Whether the call's assistant keeps no transcript after the call (`gdpr_mode`). */
-export const isGdprCall = (record: Pick<CallRecord, 'assistant'>) => record.assistant?.gdpr_mode === true;
 
 /**
  * What the log says about a session record, as it is now (a copy: the record may change at once).

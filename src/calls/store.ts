@@ -163,12 +163,19 @@ function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string 
   return last > 0 && now - last > staleMs;
 }
 
+/** Whether the call's assistant keeps nothing of the conversation after the call (`gdpr_mode`). */
+export const isGdprCall = (record: Pick<CallRecord, 'assistant'>) => record.assistant?.gdpr_mode === true;
+
 /**
  * What a store keeps of a record: an ended call keeps no workflow snapshot (it can be large, and
- * the report and the call log have what they need of it).
+ * the report and the call log have what they need of it); with `gdpr_mode` it keeps no messages and
+ * no engine state either (its history is the conversation), whichever process ended it and however.
  */
 function kept(record: CallRecord): CallRecord {
-  return record.status === 'ended' && record.definition !== null ? { ...record, definition: null } : record;
+  if (record.status !== 'ended') return record;
+  const forget = isGdprCall(record) && (record.messages.length > 0 || record.engine !== null);
+  if (record.definition === null && !forget) return record;
+  return { ...record, definition: null, ...(forget ? { messages: [], engine: null } : {}) };
 }
 
 export class MemoryCallStore implements CallStore {

@@ -3,6 +3,7 @@
  * account), the bodies, and the `assistant-request` exchange that picks a number's assistant.
  */
 import type { Logger } from 'pino';
+import { conversationLogger } from '../logger.js';
 import { assistantProblems, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
 import type { Store } from '../store/index.js';
 import type { AccountSettings } from '../store/account.js';
@@ -21,7 +22,7 @@ import {
 } from '../webhooks/envelope.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from './notifier.js';
 import type { AssistantResolution, AssistantResolver } from './service.js';
-import type { CallRecord, CallStatus } from './store.js';
+import { isGdprCall, type CallRecord, type CallStatus } from './store.js';
 
 const context = (call: Pick<CallRecord, 'id' | 'type' | 'status' | 'phone_number' | 'customer'>): CallContext => ({
   call: { id: call.id, type: call.type, status: call.status },
@@ -150,7 +151,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     const target = resolveWebhookTarget({ event: 'tool-calls', tool: { url: options.url }, assistant, number, account });
     if (!target) return calls.map((c) => ({ tool_call_id: c.id, error: 'no webhook is configured for tool-calls' }));
     const body = toolCallsMessage(context(call), { tool_calls: calls, node_id: options.nodeId ?? null });
-    const who = { organizationId: call.organization_id, logger: this.logger.child({ callId: call.id }) };
+    const who = { organizationId: call.organization_id, logger: conversationLogger(this.logger.child({ callId: call.id }), isGdprCall(call)) };
     if (options.async) {
       this.webhooks.sendAsyncToolCalls(who, { target, body });
       return [];

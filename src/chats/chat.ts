@@ -7,6 +7,7 @@
  * turn is over when the engine waits for the customer again (or the chat has ended).
  */
 import type { Logger } from 'pino';
+import { conversationLogger } from '../logger.js';
 import { createCallSession, restoreCallSession, type CallSession, type Command, type RunModelCommand } from '../../engine/session.js';
 import type { ProviderOverrides } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
@@ -103,7 +104,7 @@ class ChatTurn {
     // values every turn, so the restored session's definition is the one its snapshot was taken on)
     const values = chatVariableValues(record);
     this.assistant = applyVariablesToAssistant(record.assistant as unknown as EffectiveAssistant, values);
-    this.log = deps.logger.child({ chatId: record.id, workflowId: record.workflow_id });
+    this.log = conversationLogger(deps.logger.child({ chatId: record.id, workflowId: record.workflow_id }), this.assistant.gdpr_mode);
     const template = record.definition as unknown as WorkflowDefinition | null;
     const definition = template ? applyVariablesToDefinition(template, values) : assistantOnlyDefinition(this.assistant);
     const options = {

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { conversationLogger } from '../logger.js';
 import { effectiveAssistant, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
@@ -181,7 +182,7 @@ export class ChatService {
       { call: { id: chat.id, type: 'chat', status: 'in-progress' }, phone_number: null, customer: null },
       { tool_calls: calls, node_id: options.nodeId ?? null },
     );
-    const who = { organizationId: chat.organization_id, logger: this.log.child({ chatId: chat.id }) };
+    const who = { organizationId: chat.organization_id, logger: conversationLogger(this.log.child({ chatId: chat.id }), assistant.gdpr_mode) };
     const input = { target, body, ...(this.o.toolTimeoutMs !== undefined ? { timeoutMs: this.o.toolTimeoutMs } : {}) };
     if (options.async) {
       this.o.webhooks.sendAsyncToolCalls(who, input);

@@ -233,6 +233,7 @@ export async function endOfCallReportMessage(
       transcript,
       complete: options.complete,
       timeoutMs: options.structuredDataTimeoutMs,
+      quoteAnswer: !options.assistant.gdpr_mode,
     });
     if (analysis) message.analysis = analysis;
   }
@@ -256,6 +257,8 @@ export interface StructuredDataInput {
   transcript: string;
   complete?: CompleteChat | undefined;
   timeoutMs?: number | undefined;
+  /** Whether an answer that is not JSON is quoted in the error (not with `gdpr_mode`: it may echo the call). Default true. */
+  quoteAnswer?: boolean | undefined;
 }
 
 /** Spoken messages (the caller's and the assistant's) count towards `min_messages_threshold`. */
@@ -312,7 +315,7 @@ export async function extractStructuredData(
   try {
     data = JSON.parse(stripCodeFence(answer));
   } catch {
-    return { structured_data_error: `the model's answer is not JSON: ${preview(answer)}` };
+    return { structured_data_error: input.quoteAnswer === false ? "the model's answer is not JSON" : `the model's answer is not JSON: ${preview(answer)}` };
   }
   const problems = schemaProblems(plan.schema, data, '$');
   if (problems.length > 0) {
