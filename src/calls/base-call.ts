@@ -114,7 +114,6 @@ export abstract class BaseCall implements ActiveCall {
       store: deps.store,
       notifier: deps.notifier,
       log: this.log,
-      gdprMode: this.assistant.gdpr_mode,
       ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
       onFailure: (err, where) => this.fail(err, where),
       ...(transport.observe

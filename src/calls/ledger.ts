@@ -5,13 +5,12 @@
 import type { Logger } from 'pino';
 import type { CallSession } from '../../engine/session.js';
 import type { CallNotifier } from './notifier.js';
-import type { CallMessage, CallRecord, CallStore } from './store.js';
+import { forgetConversation, type CallMessage, type CallRecord, type CallStore } from './store.js';
 
 export interface CallLedgerDeps {
   store: CallStore;
   notifier: CallNotifier;
   log: Logger;
-  gdprMode: boolean;
   onEnded?(call: CallRecord): void;
   /** A line was added to the transcript (a web call's browser is told). */
   onMessage?(message: CallMessage): void;
@@ -126,10 +125,7 @@ export class CallLedger {
       this.deps.log.info({ endedReason: reason }, 'call ended');
       await step('status-update', () => this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason }));
       await step('end-of-call-report', () => this.deps.notifier.endOfCallReport(r));
-      if (this.deps.gdprMode) {
-        r.messages = [];
-        r.engine = null;
-      }
+      forgetConversation(r);
       await step('earlier saves', () => this.saveChain);
       await step('save', () => this.deps.store.save(r));
     } finally {

@@ -17,7 +17,7 @@ import { LiveCall, type LiveCallDeps } from './live-call.js';
 import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
-import { isGdprCall, newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
+import { forgetConversation, newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 import type { CallTransport } from './transport.js';
 import type { CallControl, CallControlMessage } from './control.js';
@@ -494,7 +494,7 @@ export class CallService {
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);
       // the report extracted the structured data: it is kept; with gdpr_mode the conversation is not
-      if (isGdprCall(claimed)) Object.assign(claimed, { messages: [], engine: null });
+      forgetConversation(claimed);
       await this.o.calls.save(claimed).catch((err: unknown) => this.log.warn({ err, callId: claimed.id }, 'could not save a finalized call'));
       this.o.onCallEnded?.(claimed);
       this.log.warn({ callId: claimed.id, endedReason: reason }, 'finalized a call nobody looked after');

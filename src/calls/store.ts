@@ -167,6 +167,16 @@ function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string 
 export const isGdprCall = (record: Pick<CallRecord, 'assistant'>) => record.assistant?.gdpr_mode === true;
 
 /**
+ * Once a `gdpr_mode` call's report is made (its structured data extracted): the record drops its
+ * messages and engine state (the history is the conversation). Nothing for any other call.
+ */
+export function forgetConversation(record: CallRecord): void {
+  if (!isGdprCall(record)) return;
+  record.messages = [];
+  record.engine = null;
+}
+
+/**
  * What a store keeps of a record: an ended call keeps no workflow snapshot (it can be large, and
  * the report and the call log have what they need of it); with `gdpr_mode` it keeps no messages and
  * no engine state either (its history is the conversation), whichever process ended it and however.
