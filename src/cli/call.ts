@@ -27,6 +27,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { SimulatedCall } from '../sim/caller.js';
 import { WebCaller } from '../sim/web-caller.js';
+import type { LegCaller } from '../sim/leg-caller.js';
 import type { MediaLeg } from '../sim/media-leg.js';
 import { parseScript, type ScriptStep } from '../sim/script.js';
 import { startTwilioStandIn, type CalleeBehaviour, type StandInCall } from '../sim/twilio.js';
@@ -124,7 +125,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 /** What a script plays on: the simulated phone caller, or a web call's simulated browser. */
-type ScriptedLine = Pick<SimulatedCall, 'heard' | 'hear' | 'say' | 'pressKey' | 'quiet' | 'hangUp' | 'ended' | 'closed' | 'close'>;
+type ScriptedLine = Pick<LegCaller, 'heard' | 'hear' | 'say' | 'pressKey' | 'quiet' | 'hangUp' | 'ended' | 'closed' | 'close'>;
 
 /** Connects (`connect` names the call), plays the script, prints what was heard and said. */
 async function runScript(call: ScriptedLine, steps: ScriptStep[], connect: () => Promise<string>): Promise<number> {

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'undici';
 import { twilioSignature } from '../telephony/twilio/signature.js';
+import { LegCaller } from './leg-caller.js';
 import { MediaLeg, type HeardLine, type SpokenLine } from './media-leg.js';
 
 export type { HeardLine, SpokenLine } from './media-leg.js';
@@ -43,41 +44,32 @@ export function mediaLegOf(call: SimulatedCall): MediaLeg {
   return legs.get(call)!;
 }
 
-export class SimulatedCall {
+export class SimulatedCall extends LegCaller {
   readonly callSid = `CA${randomBytes(16).toString('hex')}`;
   callId: string | null = null;
   twiml = '';
 
-  private readonly leg: MediaLeg;
+  private readonly own: MediaLeg;
   private readonly accountSid: string;
 
   constructor(private readonly o: SimulatedCallOptions) {
+    super();
     this.accountSid = o.accountSid ?? `AC${'0'.repeat(32)}`;
-    this.leg = new MediaLeg({
+    this.own = new MediaLeg({
       accountSid: this.accountSid,
       callSid: this.callSid,
       ...(o.recordAudio ? { recordAudio: true } : {}),
       ...(o.faults ? { faults: o.faults } : {}),
     });
-    legs.set(this, this.leg);
+    legs.set(this, this.own);
+  }
+
+  protected get leg(): MediaLeg {
+    return this.own;
   }
 
   get streamSid(): string {
     return this.leg.streamSid;
-  }
-  get heard(): HeardLine[] {
-    return this.leg.heard;
-  }
-  /** Every `clear` received, with the time. */
-  get clears(): number[] {
-    return this.leg.clears;
-  }
-  /** When each assistant media frame arrived. */
-  get frameTimes(): number[] {
-    return this.leg.frameTimes;
-  }
-  get marksEchoed(): string[] {
-    return this.leg.marksEchoed;
   }
   /** What the caller said (and mumbled), with when its sound started and ended on the wire. */
   get spoken(): SpokenLine[] {
@@ -94,12 +86,6 @@ export class SimulatedCall {
   /** …and what the caller's ear heard, on the same 20 ms timeline as `inboundAudio`. */
   get heardAudio(): Buffer[] {
     return this.leg.heardAudio;
-  }
-  get closed(): boolean {
-    return this.leg.closed;
-  }
-  get closeCode(): number | null {
-    return this.leg.closeCode;
   }
 
   /** Places the call: the signed voice webhook, then (unless rejected) the media stream. */
@@ -135,11 +121,6 @@ export class SimulatedCall {
     return { kind: 'connected', callId: this.callId ?? '' };
   }
 
-  /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
-  say(text: string): Promise<void> {
-    return this.leg.say(text);
-  }
-
   /** Sends noise-like speech energy with no decodable words (a cough, "uh"). */
   mumble(ms: number): Promise<void> {
     return this.leg.mumble(ms);
@@ -151,35 +132,5 @@ export class SimulatedCall {
    */
   goSilent(): void {
     this.leg.goSilent();
-  }
-
-  pressKey(digit: string): void {
-    this.leg.pressKey(digit);
-  }
-
-  /** Waits until the assistant has said something containing `fragment` (case-insensitive). */
-  hear(fragment: string | RegExp, timeoutMs = 20_000): Promise<HeardLine> {
-    return this.leg.hear(fragment, timeoutMs);
-  }
-
-  /** Waits until the assistant has been quiet for `quietMs` (its audio finished playing). */
-  quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
-    return this.leg.quiet(quietMs, timeoutMs);
-  }
-
-  ended(timeoutMs = 30_000): Promise<void> {
-    return this.leg.ended(timeoutMs);
-  }
-
-  heardText(): string {
-    return this.leg.heardText();
-  }
-
-  hangUp(): Promise<void> {
-    return this.leg.hangUp();
-  }
-
-  close(): Promise<void> {
-    return this.leg.close();
   }
 }
