@@ -31,6 +31,8 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json ./
 COPY engine ./engine
 COPY src ./src
+# the background clips calls play (speech_config.background_audio)
+COPY assets ./assets
 # the embedded database's folder; unused (but harmless) when DATABASE_URL is set
 RUN mkdir -p /data && chown node:node /data
 VOLUME /data

@@ -12,6 +12,8 @@ import {
   type WebhookEventType,
 } from './schema.js';
 import {
+  BACKGROUND_CLIPS,
+  backgroundClipProblem,
   catalogProblems,
   defaultCatalog,
   findProvider,
@@ -102,6 +104,15 @@ export function assistantProblems(
     problems.push(
       `speech_config.turn_taking: endpointing_min_delay (${turnTaking.endpointing_min_delay} s) must not exceed endpointing_max_delay (${turnTaking.endpointing_max_delay} s)`,
     );
+  }
+  const background = fields.speech_config?.background_audio;
+  if (background?.clip !== undefined && background.clip !== null) {
+    // https is required where the clip is fetched (the API checks that, and fetches it)
+    const problem = backgroundClipProblem(background.clip, { allowHttp: true });
+    if (problem) problems.push(`speech_config.background_audio.clip: ${problem}`);
+  } else if (background?.enabled) {
+    const names = BACKGROUND_CLIPS.map((c) => `"${c.id}"`).join(', ');
+    problems.push(`speech_config.background_audio.clip: required when background audio is enabled (${names}, or an https URL of a WAV file)`);
   }
   const plan = fields.analysis_plan?.structured_data_plan;
   if (plan?.enabled && (plan.schema === undefined || plan.schema === null)) {

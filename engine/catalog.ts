@@ -247,3 +247,33 @@ function allowedProviders(catalog: Catalog, kind: ConfigBlockKind, options: Cata
   if (kind === 'llm' && options.allowRealtime) ids.push(...providerIds(catalog, 'realtime'));
   return [...new Set(ids)];
 }
+
+// ---------------------------------------------------------------------------------------------
+// Background audio (DECISIONS 13)
+
+/** The background clips shipped with Switchboard (`speech_config.background_audio.clip`). */
+export const BACKGROUND_CLIPS: readonly { id: string; description: string }[] = [
+  { id: 'office', description: 'A quiet office: room tone, keyboards, distant voices' },
+  { id: 'cafe', description: 'A busy café: many voices at once, cups and spoons' },
+];
+
+/**
+ * What is wrong with a `background_audio.clip` by its form alone, or null: a shipped clip's name,
+ * or an https URL of a WAV file (http only where private addresses are allowed, for development).
+ * Whether the URL gives a usable WAV is checked when the clip is loaded.
+ */
+export function backgroundClipProblem(clip: string, options: { allowHttp?: boolean } = {}): string | null {
+  if (BACKGROUND_CLIPS.some((c) => c.id === clip)) return null;
+  const names = BACKGROUND_CLIPS.map((c) => `"${c.id}"`).join(', ');
+  let url: URL;
+  try {
+    url = new URL(clip);
+  } catch {
+    return `unknown clip "${clip}": one of ${names} (GET /catalog lists them), or an https URL of a WAV file`;
+  }
+  if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) {
+    return `a clip URL must use https, not ${url.protocol.replace(/:$/, '')}`;
+  }
+  if (url.hostname === '') return 'the clip URL has no host';
+  return null;
+}

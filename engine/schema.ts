@@ -133,7 +133,7 @@ export const SpeechConfig = z.strictObject({
   background_audio: z
     .strictObject({
       enabled: z.boolean().optional(),
-      clip: z.string().max(200).nullable().optional(),
+      clip: z.string().min(1).max(2000).nullable().optional(),
       volume: z.number().min(0).max(1).optional(),
     })
     .optional(),

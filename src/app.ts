@@ -34,6 +34,8 @@ import { callRoutes } from './api/calls.js';
 import { chatRoutes } from './api/chats.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
 import { callEmailRoutes } from './api/call-emails.js';
+import { callRecordingRoutes } from './api/call-recording.js';
+import { BackgroundAudio } from './audio/background.js';
 import { consoleRoutes } from './api/console.js';
 
 export interface AppOptions {
@@ -137,7 +139,11 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
       });
     }
     await api.register(workflowRoutes(store));
-    await api.register(assistantRoutes(store));
+    await api.register(
+      assistantRoutes(store, {
+        background: runtime?.background ?? new BackgroundAudio({ fetcher: null, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE }),
+      }),
+    );
     await api.register(numberRoutes(store));
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
@@ -148,6 +154,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
         (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null;
       await api.register(callWebhookRoutes(runtime.deliveries, { callExists }));
       await api.register(callEmailRoutes(store.emailAttempts, { callExists }));
+      await api.register(callRecordingRoutes(runtime.recordings, { callExists }));
     }
   });
 

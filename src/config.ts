@@ -1,5 +1,6 @@
 /** Environment → typed configuration, read once at start-up. */
 import { z } from 'zod';
+import { parseRecordingsS3Url } from './recordings/storage.js';
 
 const Port = z.coerce.number().int().min(0).max(65_535);
 /** Whole days to keep something, 0 for ever, at most 100 years; `what` names it in the messages. */
@@ -25,6 +26,18 @@ const SmtpUrl = z.string().refine(
   },
   { error: 'must be an smtp:// or smtps:// URL with a host, e.g. smtps://user:password@smtp.example.com:465' },
 );
+/**
+ * `s3://[KEY_ID:SECRET@]bucket[/prefix][?region=…&endpoint=…&force_path_style=…]`
+ * (`parseRecordingsS3Url`, docs/recordings.md); the message says what is wrong, never echoing the
+ * URL: it may hold a secret.
+ */
+const RecordingsS3Url = z.string().superRefine((value, ctx) => {
+  try {
+    parseRecordingsS3Url(value);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+  }
+});
 /** An address, alone or after a display name in angle brackets. */
 const MailFrom = z.string().refine(
   (value) => z.email().safeParse(/<([^<>]*)>\s*$/.exec(value)?.[1] ?? value.trim()).success,
@@ -61,6 +74,10 @@ const ConfigSchema = z.object({
   SMTP_URL: SmtpUrl.optional(),
   /** The sender of notification e-mails: `calls@example.com` or `Acme calls <calls@example.com>`. */
   SMTP_FROM: MailFrom.optional(),
+  /** Days call recordings are kept (GET /calls/{id}/recording); 0 keeps them forever. */
+  RECORDING_RETENTION_DAYS: retentionDays('recordings', 30),
+  /** Call recordings in S3-compatible storage instead of DATA_DIR/recordings (docs/recordings.md). */
+  RECORDINGS_S3_URL: RecordingsS3Url.optional(),
 }).superRefine((c, ctx) => {
   if (c.SMTP_URL && !c.SMTP_FROM) {
     ctx.addIssue({

@@ -27,6 +27,9 @@ import { createCallControl, type CallControl } from './calls/control.js';
 import { createDialer } from './calls/dialer.js';
 import { OutboundCalls } from './calls/outbound-calls.js';
 import { NotificationEmails, type NotificationEmailsOptions } from './notifications/service.js';
+import { BackgroundAudio } from './audio/background.js';
+import { recordingStoreFromConfig, type RecordingStore } from './recordings/storage.js';
+import { RecordingPruner } from './recordings/retention.js';
 
 export interface Runtime {
   providers: Providers;
@@ -47,6 +50,12 @@ export interface Runtime {
   deliveryPruner: DeliveryPruner;
   /** Deletes calls older than CALL_RETENTION_DAYS from the call log; stopped by `close`. */
   callLogPruner: CallLogPruner;
+  /** The background clips calls play (DECISIONS 13), loaded once per process. */
+  background: BackgroundAudio;
+  /** Where call recordings are kept: DATA_DIR/recordings, or RECORDINGS_S3_URL. */
+  recordings: RecordingStore;
+  /** Deletes recordings older than RECORDING_RETENTION_DAYS; stopped by `close`. */
+  recordingPruner: RecordingPruner;
   metrics: Metrics;
   /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
   close(graceMs?: number): Promise<void>;
@@ -73,6 +82,10 @@ export interface RuntimeOptions {
   callLogPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
   /** The e-mail queue's name (Redis), retry schedule and SMTP waits (tests shorten them). */
   emails?: Pick<NotificationEmailsOptions, 'queueName' | 'retryScheduleMs' | 'smtpTimeoutMs'>;
+  /** Where recordings are kept (default: from the configuration). */
+  recordings?: RecordingStore;
+  /** When the recordings' pruner first runs and how often after that (tests shorten both). */
+  recordingPruning?: { firstRunAfterMs?: number; everyMs?: number };
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
@@ -108,7 +121,14 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   const resolver: AssistantResolver = webhookNotifier;
   const control: CallControl = createCallControl(o.config.REDIS_URL, o.logger.child({ component: 'calls' }));
   let outbound: OutboundCalls | null = null;
+  const background = new BackgroundAudio({
+    fetcher: webhooks.http,
+    allowPrivate: o.config.WEBHOOK_ALLOW_PRIVATE,
+    logger: o.logger.child({ component: 'background-audio' }),
+  });
+  const recordings = o.recordings ?? recordingStoreFromConfig(o.config);
   calls = new CallService({
+    media: { background, recordings, publicUrl: o.config.PUBLIC_URL },
     control,
     // every call ends here once, its report made: answered calls send their e-mails
     onCallEnded: (record) => {
@@ -172,6 +192,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...o.callLogPruning,
   });
   callLogPruner.start();
+  const recordingPruner = new RecordingPruner({
+    recordings,
+    retentionDays: o.config.RECORDING_RETENTION_DAYS,
+    logger: o.logger.child({ component: 'recordings' }),
+    ...o.recordingPruning,
+  });
+  recordingPruner.start();
   let closing: Promise<void> | null = null;
   return {
     providers,
@@ -185,12 +212,16 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     deliveries,
     deliveryPruner,
     callLogPruner,
+    background,
+    recordings,
+    recordingPruner,
     metrics,
     close(graceMs = 0) {
       closing ??= (async () => {
         // first, so that a prune under way is over (after its current batch) before the database closes
         await deliveryPruner.stop();
         await callLogPruner.stop();
+        await recordingPruner.stop();
         // nothing more is dialled here (queued calls stay queued, durable, for the next process);
         // the dialler closes once the live calls have ended and given their slots back
         outboundCalls.stop();
@@ -212,6 +243,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // lets the last call-log writes (the calls just ended) finish, then closes the sessions
         await callStore.close();
         await control.close();
+        await recordings.close();
       })();
       return closing;
     },

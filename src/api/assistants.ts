@@ -10,6 +10,7 @@ import {
 } from '../../engine/assistant.js';
 import type { LlmConfig } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
+import type { BackgroundAudio } from '../audio/background.js';
 import type { StoredAssistant } from '../store/assistants.js';
 import { generateWebhookSecret, maskSecret, MASKED_SECRET_PROBLEM, restoreMaskedSecret } from '../webhooks/secrets.js';
 import { MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
@@ -84,8 +85,25 @@ export function assistantView(stored: StoredAssistant, showSecret = false) {
   };
 }
 
+/**
+ * A background clip given in a write is loaded now (a URL fetched under the webhook address
+ * rules, at most 10 MB, and kept for calls), so that an unusable one is a 400 here rather than a
+ * call without its background later.
+ */
+async function checkBackgroundClip(background: BackgroundAudio | undefined, body: AssistantPatch): Promise<void> {
+  const clip = body.speech_config?.background_audio?.clip;
+  if (!background || typeof clip !== 'string') return;
+  const problem = await background.problem(clip);
+  if (problem) throw invalidRequest([`speech_config.background_audio.clip: ${problem}`], 'The assistant is not valid.');
+}
+
+export interface AssistantRoutesOptions {
+  /** Loads background clips to check them (DECISIONS 13). */
+  background?: BackgroundAudio;
+}
+
 export const assistantRoutes =
-  (store: Store): FastifyPluginAsyncZod =>
+  (store: Store, options: AssistantRoutesOptions = {}): FastifyPluginAsyncZod =>
   async (app) => {
     const tags = ['assistants'];
     const one = z.object({ assistant: Assistant });
@@ -100,6 +118,7 @@ export const assistantRoutes =
       },
       handler: async (request, reply) => {
         const { fields, generatedSecret } = prepare(restoreAssistantUrls(request.body, null) as AssistantFields);
+        await checkBackgroundClip(options.background, request.body);
         const stored = await store.assistants.create(request.organization.id, fields);
         return reply.code(201).send({ assistant: assistantView(stored, generatedSecret) });
       },
@@ -136,6 +155,7 @@ export const assistantRoutes =
         response: { 200: one, ...errorResponses },
       },
       handler: async (request) => {
+        await checkBackgroundClip(options.background, request.body);
         let generated = false;
         const stored = await store.assistants.update(request.organization.id, request.params.id, (current) => {
           const result = prepare(applyAssistantPatch(current, restoreAssistantUrls(request.body, current)));

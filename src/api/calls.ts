@@ -74,6 +74,13 @@ export const Call = z.object({
     .unknown()
     .describe("what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was")
     .nullable(),
+  recording_url: z
+    .string()
+    .nullable()
+    .describe(
+      'GET /calls/{id}/recording, once the call ended recorded (its assistant has recording_consent.enabled and not gdpr_mode); ' +
+        'the recording itself is kept RECORDING_RETENTION_DAYS. null when the call was not recorded',
+    ),
 }).meta({ id: 'Call', example: callExample });
 
 const QueryTimestamp = z.iso.datetime({
@@ -131,6 +138,7 @@ export function callView(c: CallLogEntry) {
     ended_reason: c.ended_reason,
     errors: c.errors,
     structured_data: c.structured_data ?? null,
+    recording_url: c.recording_ref ?? null,
     // the log's type and status are those of the session records it was written from
   } as z.infer<typeof Call>;
 }

@@ -1,7 +1,7 @@
 /** The platform catalog that validation uses (DECISIONS 4). */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { defaultCatalog, type ProviderKind } from '../../engine/catalog.js';
+import { BACKGROUND_CLIPS, defaultCatalog, type ProviderKind } from '../../engine/catalog.js';
 import { errorResponses } from './schemas.js';
 
 const KINDS: ProviderKind[] = ['llm', 'realtime', 'stt', 'tts'];
@@ -18,21 +18,37 @@ const CatalogProvider = z.object({
   requires_url: z.boolean().optional(),
 });
 
-const catalogView = Object.fromEntries(
-  KINDS.map((kind) => [
-    kind,
-    defaultCatalog.providers.filter((p) => p.kind === kind).map(({ kind: _kind, ...p }) => p),
-  ]),
-);
+const BackgroundClip = z.object({
+  id: z.string().describe('the value of speech_config.background_audio.clip'),
+  description: z.string(),
+});
+
+const catalogView = {
+  ...Object.fromEntries(
+    KINDS.map((kind) => [
+      kind,
+      defaultCatalog.providers.filter((p) => p.kind === kind).map(({ kind: _kind, ...p }) => p),
+    ]),
+  ),
+  background_clips: BACKGROUND_CLIPS.map((c) => ({ ...c })),
+};
 
 export const catalogRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/catalog', {
     schema: {
       operationId: 'getCatalog',
       tags: ['catalog'],
-      summary: 'Providers, models, languages and voices by kind (llm, realtime, stt, tts)',
+      summary: 'Providers, models, languages and voices by kind (llm, realtime, stt, tts), and the background clips',
+      description:
+        'What validation accepts. `background_clips` are the clips shipped with Switchboard for ' +
+        '`speech_config.background_audio.clip`; an https URL of a WAV file (at most 10 MB) is accepted too.',
       response: {
-        200: z.object({ catalog: z.object(Object.fromEntries(KINDS.map((k) => [k, z.array(CatalogProvider)]))) }),
+        200: z.object({
+          catalog: z.object({
+            ...Object.fromEntries(KINDS.map((k) => [k, z.array(CatalogProvider)])),
+            background_clips: z.array(BackgroundClip),
+          }),
+        }),
         ...errorResponses,
       },
     },

@@ -192,6 +192,7 @@ export const callExample = {
   ended_reason: 'assistant-ended-call',
   errors: [],
   structured_data: null,
+  recording_url: null,
 };
 
 export const chatCreateExample = {

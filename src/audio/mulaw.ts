@@ -51,6 +51,9 @@ for (let i = 0; i < 1 << 14; i++) {
 /** The decode table itself (read-only by convention), for hot loops that decode byte by byte. */
 export const MULAW_DECODE_TABLE: Readonly<Int16Array> = DECODE_TABLE;
 
+/** The encode table itself, indexed by `(sample >> 2) & 0x3fff` (read-only by convention), for hot loops. */
+export const MULAW_ENCODE_TABLE: Readonly<Uint8Array> = ENCODE_TABLE;
+
 /** One 16-bit linear sample (clamped to −32768..32767, truncated to an integer) → μ-law byte. */
 export function linearToMulaw(sample: number): number {
   let s = Math.trunc(sample);

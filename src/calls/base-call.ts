@@ -23,6 +23,9 @@ import { OutboundPacer, type OutboundSink } from './outbound.js';
 import type { AnsweredBy, CallRecord, CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 import { TurnClock } from './turn-clock.js';
+import type { BackgroundAudio } from '../audio/background.js';
+import { CallRecorder } from '../recordings/recorder.js';
+import { recordingKey, type RecordingStore } from '../recordings/storage.js';
 
 /** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
 export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
@@ -35,6 +38,16 @@ export interface LiveCallDeps {
   onTurnLatency?(latency: TurnLatency): void;
   /** Called once the call has ended and everything is released. */
   onEnded?(call: CallRecord): void;
+  /** What a call plays and keeps beside the conversation (DECISIONS 13); absent: neither. */
+  media?: CallMedia;
+}
+
+/** Background clips and recordings, shared by every call of the process. */
+export interface CallMedia {
+  background?: BackgroundAudio;
+  recordings?: RecordingStore;
+  /** PUBLIC_URL: `recording_url` is `GET /calls/{id}/recording` on it. */
+  publicUrl?: string;
 }
 
 /**
@@ -93,6 +106,8 @@ export abstract class BaseCall implements ActiveCall {
 
   /** Between the transport's audio format and the providers' μ-law 8 kHz; null when they are the same. */
   private readonly bridge: AudioBridge | null;
+  /** The call's recording, when its assistant asks for consent (DECISIONS 13). */
+  private readonly recorder: CallRecorder | null;
 
   constructor(
     record: CallRecord,
@@ -139,20 +154,59 @@ export abstract class BaseCall implements ActiveCall {
     this.bridge = AudioBridge.for(transport.audioFormat);
     const bridge = this.bridge;
     const send = bridge ? (frame: Buffer) => transport.sendAudio(bridge.fromProviders(frame)) : (frame: Buffer) => transport.sendAudio(frame);
+    this.recorder = this.startRecording();
+    const recorder = this.recorder;
+    const reporting = this.turnClock.reporting;
     this.pacer = new OutboundPacer(
       this.shielded<OutboundSink>(
         {
-          sendFrame: this.turnClock.reporting
-            ? (frame) => {
-                send(frame);
-                this.turnClock.frameSent();
-              }
-            : send,
+          sendFrame: (frame, speech) => {
+            send(frame);
+            recorder?.heard(frame, this.pacer.slot);
+            // the background alone is not the reply: the first frame of speech closes the turn
+            if (speech && reporting) this.turnClock.frameSent();
+          },
           sendMark: (name) => transport.mark(name),
-          sendClear: () => transport.clear(),
+          sendClear: () => {
+            transport.clear();
+            recorder?.cleared();
+          },
         },
         'media out',
       ),
+    );
+    this.startBackground();
+  }
+
+  /**
+   * Records the call when its assistant tells the caller so (`recording_consent.enabled`), never
+   * with `gdpr_mode`, and only where recordings can be kept.
+   */
+  private startRecording(): CallRecorder | null {
+    const store = this.deps.media?.recordings;
+    if (!store || !this.assistant.recording_consent.enabled || this.assistant.gdpr_mode) return null;
+    const upload = store.begin(recordingKey(this.record.organization_id, this.record.id));
+    return new CallRecorder(upload, { log: this.log });
+  }
+
+  /**
+   * `speech_config.background_audio`: the clip plays under the assistant from now (pickup) to
+   * hang-up. A clip that cannot be used (a URL that stopped answering) leaves the call without it,
+   * said in `errors`. A URL clip not yet loaded by this process starts a moment late.
+   */
+  private startBackground(): void {
+    const setting = this.assistant.speech_config.background_audio;
+    const clips = this.deps.media?.background;
+    if (!setting.enabled || !setting.clip || !clips) return;
+    const start = Math.floor(Math.random() * 1_000);
+    clips.bed(setting.clip, setting.volume, start).then(
+      (bed) => {
+        if (!this.ended) this.pacer.setBackground(bed);
+      },
+      (err: Error) => {
+        this.log.warn({ err }, 'background audio could not be played');
+        if (!this.ended) this.record.errors.push(`background_audio: ${err.message}; the call ran without it`);
+      },
     );
   }
 
@@ -181,7 +235,9 @@ export abstract class BaseCall implements ActiveCall {
   /** Caller audio in the transport's format. */
   audio(frame: Buffer): void {
     if (this.ended || frame.length === 0) return;
-    this.callerAudio(this.bridge ? this.bridge.toProviders(frame) : frame);
+    const mulaw = this.bridge ? this.bridge.toProviders(frame) : frame;
+    this.recorder?.caller(mulaw);
+    this.callerAudio(mulaw);
   }
 
   /**
@@ -477,6 +533,15 @@ export abstract class BaseCall implements ActiveCall {
    * media and the record. Never rejects: a step that throws is logged and the others still run,
    * so the call gets its end and its report whatever failed.
    */
+  /** The recording is complete: kept in the store, its URL in the record (and the report). */
+  private async keepRecording(): Promise<void> {
+    if (!this.recorder) return;
+    const kept = await this.recorder.finish();
+    const base = (this.deps.media?.publicUrl ?? '').replace(/\/+$/, '');
+    this.record.recording_url = kept ? `${base}/calls/${this.record.id}/recording` : null;
+    if (!kept) this.record.errors.push('recording: the recording could not be kept; the server log has the details under this call id');
+  }
+
   protected async end(reason: string, options: { hangUp: boolean }): Promise<void> {
     if (this.ended) return;
     this.ended = true;
@@ -509,6 +574,7 @@ export abstract class BaseCall implements ActiveCall {
     });
     this.observed({ type: 'ended', ended_reason: reason });
     await step('media', () => this.transport.close());
+    await step('recording', () => this.keepRecording());
     await this.ledger.close(reason, this.engineSession());
   }
 }

@@ -57,7 +57,7 @@ export function describeCall(record: CallRecord, definitionHash = definitionHash
     current_node: record.current_node,
     errors: [...record.errors],
     structured_data: structuredClone(record.structured_data ?? null),
-    recording_ref: null,
+    recording_ref: record.recording_url ?? null,
   };
 }
 

@@ -13,7 +13,8 @@ const MULAW_SILENCE = 0xff;
 type Item = { kind: 'audio'; frame: Buffer } | { kind: 'mark'; name: string };
 
 export interface OutboundSink {
-  sendFrame(frame: Buffer): void;
+  /** One frame to the far end; `speech` is false for a frame of the background alone. */
+  sendFrame(frame: Buffer, speech: boolean): void;
   sendMark(name: string): void;
   sendClear(): void;
 }
@@ -51,6 +52,20 @@ class SharedTick implements PacerClock {
 
 export const sharedTick = new SharedTick();
 
+/** What plays under the speech and alone between it (src/audio/background.ts). */
+export interface PacerBackground {
+  /** The next frame of the background alone. */
+  next(): Buffer;
+  /** One frame of speech with the next frame of the background under it. */
+  mix(speech: Buffer): Buffer;
+}
+
+/**
+ * How far ahead of real time frames of background alone are sent: a reply that starts waits
+ * behind at most this much bed at the far end, and a late tick still finds audio buffered there.
+ */
+export const BACKGROUND_LEAD_MS = 40;
+
 export interface PacerStats {
   framesSent: number;
   /** Frames sent more than one frame later than their real-time slot. */
@@ -70,6 +85,11 @@ export class OutboundPacer {
   private backlogged = false;
   /** Audio frames in `queue`. */
   private audioFrames = 0;
+  /** Real time at which the last frame of speech sent ends (the background does not count). */
+  private speechEnd = 0;
+  /** Plays under speech and alone between it, from `setBackground` until `close`. */
+  private background: PacerBackground | null = null;
+  private closed = false;
   readonly stats: PacerStats = { framesSent: 0, framesLate: 0, maxLateMs: 0 };
 
   constructor(
@@ -111,14 +131,32 @@ export class OutboundPacer {
     this.wake();
   }
 
+  /** The real time (the clock's ms) at which the frame being sent starts playing at the far end. */
+  get slot(): number {
+    return this.playhead;
+  }
+
   /** Audio (ms) queued here and not yet sent. */
   queuedMs(): number {
     return this.audioFrames * FRAME_MS + (this.partial.length / FRAME_BYTES) * FRAME_MS;
   }
 
-  /** True while audio is queued here or still playing at the far end. */
+  /** True while speech is queued here or still playing at the far end (the background is not speech). */
   isSpeaking(): boolean {
-    return this.queue.length > 0 || this.partial.length > 0 || this.clock.now() < this.playhead;
+    return this.queue.length > 0 || this.partial.length > 0 || this.clock.now() < this.speechEnd;
+  }
+
+  /**
+   * From now until `close`, `background` plays under every frame of speech and alone between
+   * them, 50 frames a second; a pause or clear cuts the speech, never the background.
+   */
+  setBackground(background: PacerBackground | null): void {
+    if (this.closed) return;
+    this.background = background;
+    if (background && !this.unsubscribe) {
+      this.unsubscribe = this.clock.subscribe(() => this.tick());
+      this.tick();
+    }
   }
 
   /**
@@ -155,6 +193,8 @@ export class OutboundPacer {
   }
 
   close(): void {
+    this.closed = true;
+    this.background = null;
     this.queue.length = 0;
     this.audioFrames = 0;
     this.partial = Buffer.alloc(0);
@@ -171,32 +211,47 @@ export class OutboundPacer {
 
   private tick() {
     const now = this.clock.now();
+    const background = this.background;
     if (this.playhead < now) {
-      // audio was waiting and its slot passed: the event loop held us up (not a starved queue)
+      // audio was waiting and its slot passed: the event loop held us up (not a starved queue);
+      // with a background, audio is always waiting
       const late = now - this.playhead;
-      if (this.backlogged && !this.paused && late > FRAME_MS) {
+      const streaming = (this.backlogged && !this.paused) || (background !== null && this.playhead > 0);
+      if (streaming && late > FRAME_MS) {
         this.stats.framesLate++;
         this.stats.maxLateMs = Math.max(this.stats.maxLateMs, late);
       }
       this.playhead = now;
     }
-    while (!this.paused && this.queue.length > 0 && this.playhead < now + this.leadMs) {
-      const item = this.queue.shift()!;
-      if (item.kind === 'mark') {
-        this.sink.sendMark(item.name);
+    for (;;) {
+      if (!this.paused && this.queue.length > 0 && this.playhead < now + this.leadMs) {
+        const item = this.queue.shift()!;
+        if (item.kind === 'mark') {
+          this.sink.sendMark(item.name);
+          continue;
+        }
+        this.audioFrames--;
+        this.sink.sendFrame(background ? background.mix(item.frame) : item.frame, true);
+        this.stats.framesSent++;
+        this.playhead += FRAME_MS;
+        this.speechEnd = this.playhead;
         continue;
       }
-      this.audioFrames--;
-      this.sink.sendFrame(item.frame);
-      this.stats.framesSent++;
-      this.playhead += FRAME_MS;
+      // nothing of speech may go now: the background alone fills the gap, a little ahead
+      if (background && (this.paused || this.queue.length === 0) && this.playhead < now + BACKGROUND_LEAD_MS) {
+        this.sink.sendFrame(background.next(), false);
+        this.stats.framesSent++;
+        this.playhead += FRAME_MS;
+        continue;
+      }
+      break;
     }
     // marks right behind the last frame go out at once
     while (!this.paused && this.queue[0]?.kind === 'mark') {
       this.sink.sendMark((this.queue.shift() as { name: string }).name);
     }
     this.backlogged = this.audioFrames > 0;
-    if (this.queue.length === 0 && this.unsubscribe) {
+    if (this.queue.length === 0 && this.unsubscribe && !background) {
       this.unsubscribe();
       this.unsubscribe = null;
     }

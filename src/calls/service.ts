@@ -14,6 +14,7 @@ import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
 import { LiveCall, type LiveCallDeps } from './live-call.js';
+import type { CallMedia } from './base-call.js';
 import type { ActiveCall } from './active-call.js';
 import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
@@ -64,6 +65,8 @@ export interface CallServiceOptions {
   control?: CallControl;
   /** A call of any kind has ended (its report queued): outbound calls give their dialling slot back. */
   onCallEnded?(record: CallRecord): void;
+  /** Background clips and recordings (DECISIONS 13). */
+  media?: CallMedia;
 }
 
 /** An inbound call as its transport has it, before anything is decided. */
@@ -439,6 +442,7 @@ export class CallService {
       store: this.o.calls,
       logger: this.o.logger,
       onTurnLatency: this.o.onTurnLatency,
+      ...(this.o.media ? { media: this.o.media } : {}),
       onEnded: (r) => {
         this.live.delete(r.id);
         this.o.onCallEnded?.(r);

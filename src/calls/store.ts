@@ -70,6 +70,8 @@ export interface CallRecord {
   errors: string[];
   /** What the analysis plan extracted, set as the end-of-call-report is made. */
   structured_data?: unknown;
+  /** Where the recording is served (`GET /calls/{id}/recording` on PUBLIC_URL), once it is kept. */
+  recording_url?: string | null;
   /** The process that runs the call's media, and when it last said it is alive. */
   worker_id: string | null;
   heartbeat_at: string | null;

@@ -128,6 +128,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
           assistant_id: call.assistant_id,
           workflow_id: call.workflow_id,
           workflow_note: call.workflow_note,
+          recording_url: call.recording_url ?? null,
           ...(call.type === 'outbound_phone_call' ? { answered_by: call.answered_by ?? null } : {}),
         },
         { assistant: hasAssistant ? effective : null, complete: hasAssistant ? this.completer(effective) : undefined },

@@ -37,6 +37,10 @@ export abstract class LegCaller {
   get marksEchoed(): string[] {
     return this.line.marksEchoed;
   }
+  /** When the ear last heard the assistant's voice (not a background under it); 0 before it did. */
+  get lastVoiceAt(): number {
+    return this.leg?.lastVoiceAt ?? 0;
+  }
 
   /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
   say(text: string): Promise<void> {

@@ -95,9 +95,13 @@ export class MediaLeg {
   /** Received audio not yet "played", and the marks interleaved with it. */
   private playQueue: Played[] = [];
   private playTimer: NodeJS.Timeout | null = null;
+  /** When the audio being played ends (performance.now()). */
+  private playClock = 0;
   private waiters: Array<{ test: () => boolean; resolve: () => void }> = [];
   private endListeners: Array<(by: LegEnd) => void> = [];
   private lastServerAudioAt = 0;
+  /** When the ear last heard the voice (a modem frame coming in); 0 before it first did. */
+  lastVoiceAt = 0;
   private sequence = 0;
   private chunk = 0;
   private ending: LegEnd | null = null;
@@ -252,13 +256,18 @@ export class MediaLeg {
     // Twilio (and a web-call page) drop unplayed audio and send back the marks still pending
     const pending = this.playQueue.filter((x) => x.kind === 'mark') as { name: string }[];
     this.playQueue = [];
+    this.playClock = performance.now();
     // the ear hears the audio stop: a break, so that a cut sentence is not read into the next one
     this.feedEars(Buffer.alloc(FRAME, SILENCE));
     for (const p of pending) this.echoMark(p.name);
     this.wake();
   }
 
-  /** Plays received audio in real time; a mark is echoed once the audio before it played. */
+  /**
+   * Plays received audio in real time; a mark is echoed once the audio before it played. The
+   * play clock runs on the wall clock, not on timer delays (which run late by a little each): a
+   * stream that never stops (background audio) is played at its own rate, with no growing lag.
+   */
   private schedulePlay() {
     if (this.playTimer) return;
     const step = () => {
@@ -269,7 +278,9 @@ export class MediaLeg {
       this.playQueue.shift();
       const audio = (next as { audio: Buffer }).audio;
       this.earHears(audio);
-      this.playTimer = setTimeout(step, audio.length / 8);
+      const now = performance.now();
+      this.playClock = Math.max(this.playClock, now) + audio.length / 8;
+      this.playTimer = setTimeout(step, Math.max(0, this.playClock - now));
     };
     step();
   }
@@ -277,6 +288,7 @@ export class MediaLeg {
   /** What the ear hears, as it plays (recorded on the same 20 ms timeline as what is said). */
   private earHears(audio: Buffer) {
     this.feedEars(audio);
+    if ((this.ears[0] as { hearing?: boolean } | undefined)?.hearing) this.lastVoiceAt = Date.now();
     if (this.o.recordAudio) this.heardAudio.push(audio);
   }
 
@@ -390,9 +402,20 @@ export class MediaLeg {
     return line;
   }
 
-  /** Waits until the server has been quiet for `quietMs` (its audio finished playing). */
+  /**
+   * Waits until the server has been quiet for `quietMs` (its audio finished playing). Under
+   * background audio the line is never silent: quiet is then no voice (no modem frame in the ear)
+   * for `quietMs`, with every mark of what was said played.
+   */
   async quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
-    await this.until(() => this.closed || (this.playQueue.length === 0 && Date.now() - this.lastServerAudioAt > quietMs), timeoutMs, 'quiet');
+    await this.until(
+      () =>
+        this.closed ||
+        (this.playQueue.length === 0 && Date.now() - this.lastServerAudioAt > quietMs) ||
+        (this.lastVoiceAt > 0 && !this.playQueue.some((p) => p.kind === 'mark') && Date.now() - this.lastVoiceAt > quietMs),
+      timeoutMs,
+      'quiet',
+    );
   }
 
   async ended(timeoutMs = 30_000): Promise<void> {

@@ -97,6 +97,8 @@ export interface EndOfCallReportMessage extends MessageBase<'end-of-call-report'
   workflow_note?: string;
   /** Outbound calls only: `human`, `machine`, `unknown`, or null when nobody answered or detection was off and said nothing. */
   answered_by?: 'human' | 'machine' | 'unknown' | null;
+  /** `GET /calls/{id}/recording` (absolute, on PUBLIC_URL) when the call was recorded, else null. */
+  recording_url: string | null;
   analysis: CallAnalysis;
 }
 
@@ -174,6 +176,8 @@ export interface EndOfCallReportInput {
   workflow_note?: string | null;
   /** Outbound calls: who answered (present, maybe null); absent for other calls. */
   answered_by?: 'human' | 'machine' | 'unknown' | null;
+  /** Where the call's recording is served, when it was recorded. */
+  recording_url?: string | null;
 }
 
 /** What the report needs from the call's assistant. */
@@ -211,6 +215,7 @@ export async function endOfCallReportMessage(
     nodes_visited: [...input.nodes_visited],
     assistant_id: input.assistant_id,
     workflow_id: input.workflow_id,
+    recording_url: input.recording_url ?? null,
     analysis: {},
   };
   if (input.errors && input.errors.length > 0) message.errors = [...input.errors];

@@ -259,6 +259,56 @@ export class WebhookHttpClient {
     }
   }
 
+  /**
+   * GETs a file (a background clip) under the same address rules as a webhook: at most
+   * `maxBytes` (a longer body is a failure, `tooLarge`), redirects not followed. Never throws.
+   */
+  async get(
+    url: string,
+    options: { timeoutMs: number; maxBytes: number },
+  ): Promise<{ ok: true; status: number; body: Buffer; tooLarge: boolean; durationMs: number } | HttpFailure> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const problem = urlProblem(url, this.allowPrivate);
+    if (problem) return { ok: false, ...problem, reason: publicReason(problem.code, options.timeoutMs), durationMs: 0 };
+    const target = new URL(url);
+    const headers: Record<string, string> = { accept: 'audio/wav, audio/x-wav, */*' };
+    if (target.username !== '' || target.password !== '') {
+      const user = decodeURIComponent(target.username);
+      const pass = decodeURIComponent(target.password);
+      headers.authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+      target.username = '';
+      target.password = '';
+    }
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), options.timeoutMs);
+    try {
+      const response = await request(target, { dispatcher: this.agent, method: 'GET', headers, signal: controller.signal });
+      const declared = Number(response.headers['content-length']);
+      if (Number.isFinite(declared) && declared > options.maxBytes) {
+        response.body.destroy();
+        return { ok: true, status: response.statusCode, body: Buffer.alloc(0), tooLarge: true, durationMs: elapsed() };
+      }
+      let size = 0;
+      const chunks: Buffer[] = [];
+      for await (const chunk of response.body) {
+        const buf = chunk as Buffer;
+        size += buf.length;
+        if (size > options.maxBytes) {
+          response.body.destroy();
+          return { ok: true, status: response.statusCode, body: Buffer.alloc(0), tooLarge: true, durationMs: elapsed() };
+        }
+        chunks.push(buf);
+      }
+      return { ok: true, status: response.statusCode, body: Buffer.concat(chunks), tooLarge: false, durationMs: elapsed() };
+    } catch (err) {
+      const { code, detail } = describeError(err, controller.signal.aborted, options.timeoutMs);
+      return { ok: false, code, reason: publicReason(code, options.timeoutMs), detail, durationMs: elapsed() };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async close(): Promise<void> {
     await this.agent.close();
   }

@@ -13,7 +13,7 @@ interface Provider {
   default_voice?: string;
   requires_url?: boolean;
 }
-type Catalog = Record<'llm' | 'realtime' | 'stt' | 'tts', Provider[]>;
+type Catalog = Record<'llm' | 'realtime' | 'stt' | 'tts', Provider[]> & { background_clips: { id: string; description: string }[] };
 
 let t: TestApp;
 let catalog: Catalog;
@@ -28,16 +28,17 @@ afterAll(async () => {
 });
 
 const ids = (providers: Provider[]) => providers.map((p) => p.id);
-const find = (kind: keyof Catalog, id: string) => catalog[kind].find((p) => p.id === id)!;
+const find = (kind: 'llm' | 'realtime' | 'stt' | 'tts', id: string) => catalog[kind].find((p) => p.id === id)!;
 
 describe('GET /catalog', () => {
-  it('lists the four kinds and at least the providers DECISIONS 4 names', () => {
-    expect(Object.keys(catalog).sort()).toEqual(['llm', 'realtime', 'stt', 'tts']);
+  it('lists the four kinds and at least the providers DECISIONS 4 names, and the background clips', () => {
+    expect(Object.keys(catalog).sort()).toEqual(['background_clips', 'llm', 'realtime', 'stt', 'tts']);
+    expect(catalog.background_clips.map((c) => c.id)).toEqual(['office', 'cafe']);
     expect(ids(catalog.llm)).toEqual(expect.arrayContaining(['openai', 'custom-llm', 'sandbox']));
     expect(ids(catalog.realtime)).toEqual(expect.arrayContaining(['openai-realtime', 'sandbox-realtime']));
     expect(ids(catalog.stt)).toEqual(expect.arrayContaining(['deepgram', 'sandbox']));
     expect(ids(catalog.tts)).toEqual(expect.arrayContaining(['elevenlabs', 'openai', 'sandbox']));
-    for (const kind of Object.keys(catalog) as (keyof Catalog)[]) {
+    for (const kind of ['llm', 'realtime', 'stt', 'tts'] as const) {
       expect(new Set(ids(catalog[kind])).size, kind).toBe(catalog[kind].length);
       for (const p of catalog[kind]) {
         expect(p.description.length, `${kind}/${p.id}`).toBeGreaterThan(0);

@@ -29,6 +29,9 @@
  * --replot FILE --chart SVG (draw the chart again from a --json file, without running anything).
  * --web: the callers make web calls (POST /calls/web, 16 kHz PCM through AudioBridge) instead of
  * dialling over Twilio media streams; the bare baseline stays the Twilio echo.
+ * --background CLIP: the assistant plays background audio (`office`, `cafe`, DECISIONS 13) at
+ * volume 0.5: every call sends 50 frames a second from pickup to hang-up, speech mixed over the
+ * bed; the callers then tell a reply's start and end by the voice their ear hears, not by audio.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -79,10 +82,12 @@ interface Options {
   replot: string | null;
   /** Web calls (the browser's transport, 16 kHz PCM through AudioBridge) instead of Twilio media streams. */
   web: boolean;
+  /** A background clip every call plays (`--background office`), or null. */
+  background: string | null;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -101,6 +106,7 @@ function parseOptions(argv: string[]): Options {
       case '--chart': o.chart = value(); break;
       case '--no-baseline': o.baseline = false; break;
       case '--web': o.web = true; break;
+      case '--background': o.background = value(); break;
       case '--profile': o.profile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
@@ -184,7 +190,7 @@ function withLatency(providers: Providers, llmMs: number, ttsMs: number): Provid
 // messages between the server (this process) and the callers (the child)
 
 type ToCallers =
-  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string } }
+  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string }; background?: boolean }
   | { type: 'stop' }
   | { type: 'echo'; url: string; calls: number; rampMs: number }
   | { type: 'echo-window' }
@@ -248,8 +254,9 @@ async function callersMain(): Promise<void> {
         const outcome = await call.dial();
         if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
       }
-      // the greeting: audio arrives, then the line goes quiet
-      await until(() => call.frameTimes.length > 0 || call.closed, 30_000, 'the greeting');
+      // the greeting: audio arrives (under a background: the voice is heard), then the line goes quiet
+      const voiceSince = (t: number) => () => call.lastVoiceAt > t || call.closed;
+      await until(run.background ? voiceSince(0) : () => call.frameTimes.length > 0 || call.closed, 30_000, 'the greeting');
       await call.quiet(400);
       if (call.closed) throw new Error('the call ended');
       up = true;
@@ -259,7 +266,8 @@ async function callersMain(): Promise<void> {
         const frames = call.frameTimes.length;
         const heard = call.heard.length;
         await call.say(LINES[line++ % LINES.length]!);
-        await until(() => call.frameTimes.length > frames || call.closed, 30_000, 'a reply');
+        const saidAt = Date.now();
+        await until(run.background ? voiceSince(saidAt) : () => call.frameTimes.length > frames || call.closed, 30_000, 'a reply');
         await call.quiet(400);
         if (call.closed) throw new Error('the call ended');
         turns++;
@@ -270,7 +278,8 @@ async function callersMain(): Promise<void> {
       // a last turn, then hang up as its reply starts
       const frames = call.frameTimes.length;
       await call.say(LINES[line % LINES.length]!);
-      await until(() => call.frameTimes.length > frames || call.closed, 30_000, 'the last reply');
+      const saidAt = Date.now();
+      await until(run.background ? voiceSince(saidAt) : () => call.frameTimes.length > frames || call.closed, 30_000, 'the last reply');
       await call.hangUp();
     } catch (err) {
       failed++;
@@ -547,7 +556,9 @@ async function serverMain(o: Options): Promise<void> {
     llm_config: { provider: 'sandbox' },
     stt_config: { provider: 'sandbox' },
     tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
+    ...(o.background ? { speech_config: { background_audio: { enabled: true, clip: o.background, volume: 0.5 } } } : {}),
   });
+  if (!assistant.assistant) throw new Error(`the assistant was refused: ${JSON.stringify(assistant)}`);
   const workflow = await api('POST', '/workflows', { name: 'Benchmark loop', definition: loopDefinition });
   const number = '+15550100100';
   await api('POST', '/numbers', { number, assistant_id: assistant.assistant.id, workflow_id: workflow.workflow.id });
@@ -557,7 +568,7 @@ async function serverMain(o: Options): Promise<void> {
     `bench:calls on ${machine}\n` +
       `  server: this process (pid ${process.pid}); callers: a child process; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
-      `${o.web ? 'web calls (16 kHz PCM), ' : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
+      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
   );
 
   const echo = o.baseline ? await startEchoServer() : null;
@@ -804,7 +815,7 @@ async function runStep(
     else if (Math.round((Date.now() - started) / 1000) % 5 === 0) process.stderr.write(`${line}\n`);
   }, 1000);
 
-  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}) });
+  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}), ...(o.background ? { background: true } : {}) });
   const dialled = await allDialled;
   // a moment for the last greetings to finish, then measure (nothing to measure if no call is up)
   await new Promise((r) => setTimeout(r, 2_000));

@@ -54,6 +54,7 @@ const OPERATOR_SET = {
   ELEVENLABS_API_KEY: 'el-key',
   SMTP_URL: 'smtps://calls:secret@smtp.example.com:465',
   SMTP_FROM: 'Acme calls <calls@example.com>',
+  RECORDINGS_S3_URL: 's3://AKIAEXAMPLE:secret@acme-recordings/switchboard?region=eu-west-1',
   POSTGRES_PASSWORD: 'a-long-random-password',
 };
 
@@ -134,11 +135,11 @@ describe('the switchboard service', () => {
     expect(containerPorts).toContain(config.PORT);
   });
 
-  it('keeps no state in the container: /data needs no volume while DATABASE_URL is set', () => {
-    // DATA_DIR holds only the embedded database, which is not opened when DATABASE_URL is set
-    if (config.DATABASE_URL) return;
-    const dataVolume = mounts(switchboard).find((m) => m.target === config.DATA_DIR);
-    expect(dataVolume?.source, 'the embedded database needs a named volume at DATA_DIR').toBeTruthy();
+  it('keeps DATA_DIR on a named volume: call recordings are kept there unless RECORDINGS_S3_URL is set', () => {
+    // the image sets DATA_DIR=/data (Dockerfile)
+    expect(repoFile('Dockerfile')).toMatch(/DATA_DIR=\/data\b/);
+    const dataVolume = mounts(switchboard).find((m) => m.target === '/data');
+    expect(dataVolume?.source, 'recordings (and an embedded database) need a named volume at DATA_DIR').toBeTruthy();
     expect(compose.volumes).toHaveProperty(dataVolume!.source!);
   });
 

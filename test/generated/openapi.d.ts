@@ -177,7 +177,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Providers, models, languages and voices by kind (llm, realtime, stt, tts) */
+        /**
+         * Providers, models, languages and voices by kind (llm, realtime, stt, tts), and the background clips
+         * @description What validation accepts. `background_clips` are the clips shipped with Switchboard for `speech_config.background_audio.clip`; an https URL of a WAV file (at most 10 MB) is accepted too.
+         */
         get: operations["getCatalog"];
         put?: never;
         post?: never;
@@ -358,6 +361,26 @@ export interface paths {
          * @description After an answered call, one e-mail goes to each of its assistant's notification_email and notification_emails (SMTP_URL). Each attempt is listed: its recipient, how the SMTP server answered, and when the next retry is due. Empty when the call was not answered, its assistant has no address, or SMTP_URL is not set.
          */
         get: operations["listCallEmails"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/calls/{id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The recording of a call, as a stereo WAV file
+         * @description One WAV file, 8 kHz 16-bit PCM, two channels: left the customer, right what the customer heard of the assistant. Streamed as an attachment named after the call. 404 when the call has none: it was not recorded, it is still in progress, or its recording was deleted after RECORDING_RETENTION_DAYS days. The end-of-call-report's recording_url is this path, or null when the call has no recording.
+         */
+        get: operations["getCallRecording"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1164,7 +1187,8 @@ export interface components {
          *       "ended_at": "2025-06-02T09:14:13.400Z",
          *       "ended_reason": "assistant-ended-call",
          *       "errors": [],
-         *       "structured_data": null
+         *       "structured_data": null,
+         *       "recording_url": null
          *     }
          */
         Call: {
@@ -1221,6 +1245,8 @@ export interface components {
             errors: string[];
             /** @description what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was */
             structured_data: unknown;
+            /** @description GET /calls/{id}/recording, once the call ended recorded (its assistant has recording_consent.enabled and not gdpr_mode); the recording itself is kept RECORDING_RETENTION_DAYS. null when the call was not recorded */
+            recording_url: string | null;
         };
         /**
          * @example {
@@ -3514,6 +3540,11 @@ export interface operations {
                                 default_voice?: string;
                                 requires_url?: boolean;
                             }[];
+                            background_clips: {
+                                /** @description the value of speech_config.background_audio.clip */
+                                id: string;
+                                description: string;
+                            }[];
                         };
                     };
                 };
@@ -4491,6 +4522,80 @@ export interface operations {
                     "application/json": {
                         emails: components["schemas"]["EmailAttempt"][];
                     };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    getCallRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recording (Content-Length set; Content-Disposition: attachment; filename="<call id>.wav") */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "audio/wav": string;
                 };
             };
             /** @description Invalid request */

@@ -2,6 +2,9 @@
  * A calling server for end-to-end tests: the real app with its runtime on a real port, an
  * organization with Twilio credentials, a webhook receiver, and a fake Twilio REST API.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { buildApp } from '../../src/app.js';
@@ -94,6 +97,8 @@ export async function startCallingServer(
   logging: { logTo?: DestinationStream; logLevel?: string } = {},
 ): Promise<CallingServer> {
   const testDb: TestDb = await createTestDb(defaultDbKind());
+  // recordings (and anything else kept on disk) go to a folder of this server's own
+  const dataDir = await mkdtemp(join(tmpdir(), 'sb-calls-'));
   const store = createStore(testDb.db);
   const twilio = await startFakeTwilioRest();
   const receiver = await startReceiver();
@@ -104,6 +109,7 @@ export async function startCallingServer(
     PORT: String(port),
     TWILIO_API_BASE: twilio.url,
     RATE_LIMIT_PER_MINUTE: '0',
+    DATA_DIR: dataDir,
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
     ...env,
   });
@@ -177,6 +183,7 @@ export async function startCallingServer(
       await receiver.close();
       await twilio.close();
       await testDb.drop();
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -114,8 +114,15 @@ describe('end-of-call-report (DECISIONS 7)', () => {
       nodes_visited: ['greeting', 'lookup', 'booking'],
       assistant_id: reportInput.assistant_id,
       workflow_id: reportInput.workflow_id,
+      recording_url: null,
       analysis: { structured_data: { day: 'tuesday', time: '10:00' } },
     });
+  });
+
+  it('carries the recording_url of a recorded call', async () => {
+    const url = 'https://voice.example.com/calls/c1/recording';
+    const { message } = await endOfCallReportMessage(ctx, { ...reportInput, recording_url: url }, { assistant: assistantWith(), complete, at });
+    expect(message.recording_url).toBe(url);
   });
 
   it('gdpr_mode: no transcript and no messages; the rest stays', async () => {

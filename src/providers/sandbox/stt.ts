@@ -7,7 +7,9 @@
  * (`speechFinal` true, after `endpointing` ms of real silence, default 300) or when the next
  * frame starts first (`speechFinal` false). A frame that fails a checksum yields nothing.
  * `onSpeechStarted` when sound starts after silence, `onUtteranceEnd` after `utterance_end_ms`
- * (default 1,000) of silence following a transcribed utterance.
+ * (default 1,000) of silence following a transcribed utterance. Under steady noise that never
+ * falls below the level threshold (background audio), a transcript is final once no modem frame
+ * has come in for `endpointing` ms.
  */
 import type { SttConfig } from '../../../engine/schema.js';
 import { SilenceDetector } from '../../audio/silence.js';
@@ -37,6 +39,9 @@ export class SandboxSttSession implements SttSession {
   private meterFill = 0;
   private pending: Transcript | null = null;
   private lastInterim = '';
+  private readonly endpointingMs: number;
+  /** How long no modem frame has been coming in. */
+  private noCarrierMs = 0;
   /** Something was transcribed since the last utterance end. */
   private heardText = false;
   private closed = false;
@@ -48,6 +53,7 @@ export class SandboxSttSession implements SttSession {
     private readonly events: SttEvents,
   ) {
     const endpointing = config.endpointing ?? DEFAULT_ENDPOINTING_MS;
+    this.endpointingMs = endpointing;
     this.utteranceEndMs = Math.max(endpointing, config.utterance_end_ms ?? DEFAULT_UTTERANCE_END_MS);
     this.detector = new SilenceDetector({ thresholdDb: -45, minSilenceMs: endpointing });
     this.receiver = new FskReceiver({
@@ -113,10 +119,18 @@ export class SandboxSttSession implements SttSession {
     this.events.onClose?.();
   }
 
+  /** A frame of the modem is coming in (the voice is speaking, whatever else is on the line). */
+  get hearing(): boolean {
+    return this.receiver.receiving;
+  }
+
   private meter(): void {
     const state = this.detector.push(this.meterFrame);
+    this.noCarrierMs = this.receiver.receiving ? 0 : this.noCarrierMs + (FRAME_BYTES * 1000) / MODEM.sampleRate;
     if (state.started) this.deliver(() => this.events.onSpeechStarted?.());
     if (state.ended) this.emitPending(true);
+    // under steady noise (a background bed) the level never falls: the voice stopping is the endpoint
+    else if (state.speaking && this.pending && this.noCarrierMs >= this.endpointingMs) this.emitPending(true);
     if (!state.speaking && this.heardText && state.silenceMs >= this.utteranceEndMs && !this.receiver.receiving) {
       this.heardText = false;
       this.deliver(() => this.events.onUtteranceEnd?.());

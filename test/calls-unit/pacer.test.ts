@@ -1,0 +1,177 @@
+/**
+ * The pacer with a background (DECISIONS 13): the bed fills every gap between lines at 50 frames
+ * a second, speech goes out mixed over it, a pause or clear cuts the speech and never the bed,
+ * and the clock of lateness keeps counting while only the bed plays. A manual clock drives it.
+ */
+import { describe, expect, it } from 'vitest';
+import { BACKGROUND_LEAD_MS, FRAME_BYTES, FRAME_MS, OutboundPacer, type PacerClock } from '../../src/calls/outbound.js';
+
+class ManualClock implements PacerClock {
+  t = 1_000;
+  private subs = new Set<() => void>();
+  now() {
+    return this.t;
+  }
+  subscribe(tick: () => void) {
+    this.subs.add(tick);
+    return () => this.subs.delete(tick);
+  }
+  get subscribed() {
+    return this.subs.size;
+  }
+  /** Moves time on in steps of 10 ms (the shared tick's period), ticking each. */
+  advance(ms: number, step = FRAME_MS / 2) {
+    for (let done = 0; done < ms; done += step) {
+      this.t += step;
+      for (const s of [...this.subs]) s();
+    }
+  }
+}
+
+interface Sent {
+  kind: 'frame' | 'mark' | 'clear';
+  speech?: boolean;
+  byte?: number;
+  at: number;
+  name?: string;
+}
+
+function setup() {
+  const clock = new ManualClock();
+  const sent: Sent[] = [];
+  const pacer = new OutboundPacer(
+    {
+      sendFrame: (frame, speech) => sent.push({ kind: 'frame', speech, byte: frame[0]!, at: clock.t }),
+      sendMark: (name) => sent.push({ kind: 'mark', name, at: clock.t }),
+      sendClear: () => sent.push({ kind: 'clear', at: clock.t }),
+    },
+    clock,
+  );
+  /** A bed whose frames are all 0x11, and which marks speech it mixes by writing 0x22. */
+  const bed = {
+    nexts: 0,
+    mixes: 0,
+    next() {
+      this.nexts++;
+      return Buffer.alloc(FRAME_BYTES, 0x11);
+    },
+    mix(speech: Buffer) {
+      this.mixes++;
+      const out = Buffer.from(speech);
+      out[0] = 0x22;
+      return out;
+    },
+  };
+  return { clock, sent, pacer, bed };
+}
+
+const frames = (sent: Sent[]) => sent.filter((s) => s.kind === 'frame');
+
+describe('OutboundPacer without a background', () => {
+  it('sends only speech, and stops ticking once the queue is empty', () => {
+    const { clock, sent, pacer } = setup();
+    pacer.push(Buffer.alloc(FRAME_BYTES * 5, 0x55));
+    clock.advance(400);
+    expect(frames(sent)).toHaveLength(5);
+    expect(frames(sent).every((f) => f.speech && f.byte === 0x55)).toBe(true);
+    expect(clock.subscribed).toBe(0);
+    expect(pacer.isSpeaking()).toBe(false);
+  });
+});
+
+describe('OutboundPacer with a background', () => {
+  it('fills the silence with the bed at 50 frames a second, a little ahead of real time', () => {
+    const { clock, sent, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    clock.advance(2_000);
+    const f = frames(sent);
+    // 2 s of real time, plus the lead sent ahead
+    expect(f.length).toBeGreaterThanOrEqual(100);
+    expect(f.length).toBeLessThanOrEqual(100 + BACKGROUND_LEAD_MS / FRAME_MS + 1);
+    expect(f.every((x) => x.speech === false && x.byte === 0x11)).toBe(true);
+    expect(pacer.isSpeaking()).toBe(false);
+    expect(pacer.stats.framesLate).toBe(0);
+  });
+
+  it('mixes speech over the bed, marks it as speech, and goes back to the bed after it', () => {
+    const { clock, sent, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    clock.advance(200);
+    pacer.push(Buffer.alloc(FRAME_BYTES * 10, 0x55));
+    pacer.mark('m1');
+    expect(pacer.isSpeaking()).toBe(true);
+    clock.advance(1_000);
+    const f = frames(sent);
+    const speech = f.filter((x) => x.speech);
+    expect(speech).toHaveLength(10);
+    expect(speech.every((x) => x.byte === 0x22)).toBe(true);
+    expect(bed.mixes).toBe(10);
+    // one stream: bed, then the ten frames of speech together, then bed again
+    const firstSpeech = f.findIndex((x) => x.speech);
+    expect(f.slice(firstSpeech, firstSpeech + 10).every((x) => x.speech)).toBe(true);
+    expect(f.slice(firstSpeech + 10).every((x) => !x.speech)).toBe(true);
+    expect(f.slice(firstSpeech + 10).length).toBeGreaterThan(30);
+    // the mark follows the last frame of speech, before any bed frame after it
+    const markAt = sent.findIndex((s) => s.kind === 'mark');
+    expect(sent.slice(0, markAt).filter((s) => s.kind === 'frame' && s.speech)).toHaveLength(10);
+    expect(pacer.isSpeaking()).toBe(false);
+    // 50 frames a second throughout, whatever was in them
+    const span = f.at(-1)!.at - f[0]!.at;
+    expect(f.length).toBeGreaterThanOrEqual(Math.floor(span / FRAME_MS));
+  });
+
+  it('a clear cuts the speech and the bed resumes at once; a pause keeps the bed going', () => {
+    const { clock, sent, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    pacer.push(Buffer.alloc(FRAME_BYTES * 50, 0x55));
+    clock.advance(200);
+    pacer.clear();
+    const clearedAt = clock.t;
+    clock.advance(20);
+    const after = frames(sent).filter((x) => x.at >= clearedAt);
+    expect(after.length).toBeGreaterThan(0);
+    expect(after.every((x) => !x.speech)).toBe(true);
+    expect(after[0]!.at - clearedAt).toBeLessThanOrEqual(FRAME_MS / 2);
+
+    pacer.push(Buffer.alloc(FRAME_BYTES * 50, 0x55));
+    clock.advance(100);
+    pacer.pause();
+    const pausedAt = clock.t;
+    clock.advance(500);
+    const duringPause = frames(sent).filter((x) => x.at > pausedAt);
+    expect(duringPause.length).toBeGreaterThanOrEqual(24);
+    expect(duringPause.every((x) => !x.speech)).toBe(true);
+    pacer.resume();
+    clock.advance(100);
+    expect(frames(sent).filter((x) => x.at > pausedAt + 500).some((x) => x.speech)).toBe(true);
+  });
+
+  it('counts frames late while only the bed plays, and not after a clear', () => {
+    const { clock, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    clock.advance(200);
+    // the event loop is held up for 100 ms
+    clock.t += 100;
+    clock.advance(10);
+    expect(pacer.stats.framesLate).toBe(1);
+    expect(pacer.stats.maxLateMs).toBeGreaterThan(60);
+    pacer.clear();
+    clock.t += 100;
+    clock.advance(10);
+    expect(pacer.stats.framesLate).toBe(1);
+  });
+
+  it('close stops the bed for good', () => {
+    const { clock, sent, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    clock.advance(100);
+    pacer.close();
+    const n = frames(sent).length;
+    clock.advance(500);
+    expect(frames(sent)).toHaveLength(n);
+    expect(clock.subscribed).toBe(0);
+    pacer.setBackground(bed);
+    clock.advance(100);
+    expect(frames(sent)).toHaveLength(n);
+  });
+});
