@@ -206,6 +206,9 @@ export class OutboundPacer {
     if (!this.unsubscribe && this.queue.length > 0) {
       this.unsubscribe = this.clock.subscribe(() => this.tick());
       this.tick();
+    } else if (this.background && !this.paused && this.queue.length > 0) {
+      // the background keeps the tick subscribed: speech that arrives goes now, not at the next tick
+      this.tick();
     }
   }
 

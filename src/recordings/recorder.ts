@@ -144,18 +144,25 @@ export class CallRecorder {
   }
 
   private put(channel: 0 | 1, at: number, mulaw: Buffer) {
-    for (let i = 0; i < mulaw.length; i++) {
+    const n = mulaw.length;
+    let i = 0;
+    // a frame lies in one block, or straddles two
+    while (i < n) {
       const s = at + i;
       const index = Math.floor(s / BLOCK);
-      if (index < this.written) continue; // already in the file: too late to change
-      let block = this.pending.get(index);
-      if (!block) {
-        block = new Int16Array(BLOCK * 2);
-        this.pending.set(index, block);
-      }
-      block[(s % BLOCK) * 2 + channel] = MULAW_DECODE_TABLE[mulaw[i]!]!;
+      const offset = s - index * BLOCK;
+      const count = Math.min(n - i, BLOCK - offset);
+      if (index >= this.written) {
+        let block = this.pending.get(index);
+        if (!block) {
+          block = new Int16Array(BLOCK * 2);
+          this.pending.set(index, block);
+        }
+        for (let k = 0, o = offset * 2 + channel; k < count; k++, o += 2) block[o] = MULAW_DECODE_TABLE[mulaw[i + k]!]!;
+      } // else: already in the file, too late to change
+      i += count;
     }
-    this.end = Math.max(this.end, at + mulaw.length);
+    this.end = Math.max(this.end, at + n);
   }
 
   /** Appends the blocks that ended more than `HOLD_MS` before `clock`, in order (gaps are silence). */

@@ -53,9 +53,12 @@ export abstract class LegCaller {
   hear(fragment: string | RegExp, timeoutMs = 20_000): Promise<HeardLine> {
     return this.line.hear(fragment, timeoutMs);
   }
-  /** Waits until the assistant has been quiet for `quietMs` (its audio finished playing). */
-  quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
-    return this.line.quiet(quietMs, timeoutMs);
+  /**
+   * Waits until the assistant has been quiet for `quietMs` (its audio finished playing); under
+   * background audio, `by: 'voice'`: no voice for `quietMs` (MediaLeg.quiet).
+   */
+  quiet(quietMs = 600, timeoutMs = 30_000, by: 'audio' | 'voice' = 'audio'): Promise<void> {
+    return this.line.quiet(quietMs, timeoutMs, by);
   }
   ended(timeoutMs = 30_000): Promise<void> {
     return this.line.ended(timeoutMs);

@@ -403,19 +403,17 @@ export class MediaLeg {
   }
 
   /**
-   * Waits until the server has been quiet for `quietMs` (its audio finished playing). Under
-   * background audio the line is never silent: quiet is then no voice (no modem frame in the ear)
-   * for `quietMs`, with every mark of what was said played.
+   * Waits until the server has been quiet for `quietMs` (its audio finished playing). `by: 'voice'`
+   * is for a call with background audio, whose line is never silent: quiet is then no voice (no
+   * modem frame in the ear) for `quietMs`, with every mark of what was said played. Wait for the
+   * voice to start first: before it does, the last voice heard may be long past.
    */
-  async quiet(quietMs = 600, timeoutMs = 30_000): Promise<void> {
-    await this.until(
-      () =>
-        this.closed ||
-        (this.playQueue.length === 0 && Date.now() - this.lastServerAudioAt > quietMs) ||
-        (this.lastVoiceAt > 0 && !this.playQueue.some((p) => p.kind === 'mark') && Date.now() - this.lastVoiceAt > quietMs),
-      timeoutMs,
-      'quiet',
-    );
+  async quiet(quietMs = 600, timeoutMs = 30_000, by: 'audio' | 'voice' = 'audio'): Promise<void> {
+    const quiet =
+      by === 'audio'
+        ? () => this.playQueue.length === 0 && Date.now() - this.lastServerAudioAt > quietMs
+        : () => this.lastVoiceAt > 0 && !this.playQueue.some((p) => p.kind === 'mark') && Date.now() - this.lastVoiceAt > quietMs;
+    await this.until(() => this.closed || quiet(), timeoutMs, 'quiet');
   }
 
   async ended(timeoutMs = 30_000): Promise<void> {

@@ -32,6 +32,7 @@
  * --background CLIP: the assistant plays background audio (`office`, `cafe`, DECISIONS 13) at
  * volume 0.5: every call sends 50 frames a second from pickup to hang-up, speech mixed over the
  * bed; the callers then tell a reply's start and end by the voice their ear hears, not by audio.
+ * --record: every call is recorded (the assistant asks for consent), into a temporary DATA_DIR.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -39,7 +40,8 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { createHistogram, monitorEventLoopDelay, performance, PerformanceObserver, type RecordableHistogram } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
 import { Session } from 'node:inspector/promises';
@@ -84,10 +86,12 @@ interface Options {
   web: boolean;
   /** A background clip every call plays (`--background office`), or null. */
   background: string | null;
+  /** Every call is recorded (`--record`: the assistant asks for recording consent). */
+  record: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -107,6 +111,7 @@ function parseOptions(argv: string[]): Options {
       case '--no-baseline': o.baseline = false; break;
       case '--web': o.web = true; break;
       case '--background': o.background = value(); break;
+      case '--record': o.record = true; break;
       case '--profile': o.profile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
@@ -257,7 +262,7 @@ async function callersMain(): Promise<void> {
       // the greeting: audio arrives (under a background: the voice is heard), then the line goes quiet
       const voiceSince = (t: number) => () => call.lastVoiceAt > t || call.closed;
       await until(run.background ? voiceSince(0) : () => call.frameTimes.length > 0 || call.closed, 30_000, 'the greeting');
-      await call.quiet(400);
+      await call.quiet(400, 30_000, run.background ? 'voice' : 'audio');
       if (call.closed) throw new Error('the call ended');
       up = true;
       connected++;
@@ -268,7 +273,7 @@ async function callersMain(): Promise<void> {
         await call.say(LINES[line++ % LINES.length]!);
         const saidAt = Date.now();
         await until(run.background ? voiceSince(saidAt) : () => call.frameTimes.length > frames || call.closed, 30_000, 'a reply');
-        await call.quiet(400);
+        await call.quiet(400, 30_000, run.background ? 'voice' : 'audio');
         if (call.closed) throw new Error('the call ended');
         turns++;
         // the caller's ear (sandbox STT) could read the reply: the audio arrived whole and in time
@@ -514,6 +519,8 @@ async function serverMain(o: Options): Promise<void> {
   let callers = startCallers();
   let hooksUrl = (await callers.ready).url;
   const port = await freePort();
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'sb-bench-calls-'));
+  process.on('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const config = loadConfig({
     LOG_LEVEL: logLevel,
     WEBHOOK_ALLOW_PRIVATE: 'true',
@@ -521,6 +528,8 @@ async function serverMain(o: Options): Promise<void> {
     PORT: String(port),
     HOST: '127.0.0.1',
     TWILIO_API_BASE: hooksUrl,
+    // recordings (--record) go to a folder of the run's own, removed at the end
+    DATA_DIR: dataDir,
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
   });
   const logger = createLogger(config.LOG_LEVEL);
@@ -557,6 +566,7 @@ async function serverMain(o: Options): Promise<void> {
     stt_config: { provider: 'sandbox' },
     tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
     ...(o.background ? { speech_config: { background_audio: { enabled: true, clip: o.background, volume: 0.5 } } } : {}),
+    ...(o.record ? { recording_consent: { enabled: true, message: 'This call is recorded.' } } : {}),
   });
   if (!assistant.assistant) throw new Error(`the assistant was refused: ${JSON.stringify(assistant)}`);
   const workflow = await api('POST', '/workflows', { name: 'Benchmark loop', definition: loopDefinition });
@@ -568,7 +578,7 @@ async function serverMain(o: Options): Promise<void> {
     `bench:calls on ${machine}\n` +
       `  server: this process (pid ${process.pid}); callers: a child process; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
-      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
+      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
   );
 
   const echo = o.baseline ? await startEchoServer() : null;

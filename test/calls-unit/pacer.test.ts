@@ -175,3 +175,16 @@ describe('OutboundPacer with a background', () => {
     expect(frames(sent)).toHaveLength(n);
   });
 });
+
+describe('OutboundPacer: speech under a background goes at once', () => {
+  it('the first frame of a reply leaves when it is pushed, not at the next tick', () => {
+    const { clock, sent, pacer, bed } = setup();
+    pacer.setBackground(bed);
+    clock.advance(200);
+    clock.t += 5; // between two ticks
+    pacer.push(Buffer.alloc(FRAME_BYTES * 3, 0x55));
+    const speech = frames(sent).filter((f) => f.speech);
+    expect(speech.length).toBeGreaterThan(0);
+    expect(speech[0]!.at).toBe(clock.t);
+  });
+});

@@ -82,7 +82,7 @@ describe.each(callKinds)('background audio on a $kind call', ({ assistant }) => 
     try {
       const callId = callIdOf(await caller.dial());
       await caller.hear(/Acme Dental/i);
-      await caller.quiet(400);
+      await caller.quiet(400, 30_000, 'voice');
       await caller.say('I would like to book an appointment.');
       await caller.hear(/book your appointment/i);
       // the caller stays quiet for three seconds: the bed goes on alone
