@@ -17,6 +17,8 @@ export const CallRejectCodes = {
   INVALID_CONFIG: 'CALL_REJECTED_INVALID_CONFIG',
   /** A pipeline assistant has no voice: no `tts_config`, or no `voice_id` and no default voice. */
   MISSING_VOICE: 'CALL_REJECTED_MISSING_VOICE',
+  /** A provider the call would run needs a key (DEEPGRAM_API_KEY, …) the server does not have. */
+  MISSING_PROVIDER_KEY: 'CALL_REJECTED_MISSING_PROVIDER_KEY',
 } as const;
 
 export type CallRejectCode = (typeof CallRejectCodes)[keyof typeof CallRejectCodes];

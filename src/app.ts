@@ -36,6 +36,8 @@ import { callWebhookRoutes } from './api/call-webhooks.js';
 import { callEmailRoutes } from './api/call-emails.js';
 import { callRecordingRoutes } from './api/call-recording.js';
 import { BackgroundAudio } from './audio/background.js';
+import { ProviderKeys } from './providers/keys.js';
+import { providerSettings } from './providers/index.js';
 import { consoleRoutes } from './api/console.js';
 
 export interface AppOptions {
@@ -142,6 +144,8 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(
       assistantRoutes(store, {
         background: runtime?.background ?? new BackgroundAudio({ fetcher: null, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE }),
+        // the runtime's when it runs calls (none when it was given its own providers), else the configuration's
+        ...(runtime ? (runtime.keys ? { keys: runtime.keys } : {}) : { keys: new ProviderKeys(providerSettings(config)) }),
       }),
     );
     await api.register(numberRoutes(store));
@@ -149,7 +153,16 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(catalogRoutes);
     if (runtime) {
       await api.register(callRoutes(runtime.callStore, runtime.outbound, { calls: runtime.calls, publicUrl: config.PUBLIC_URL }));
-      await api.register(chatRoutes({ store, providers: runtime.providers, webhooks: runtime.webhooks, logger, redisUrl: config.REDIS_URL }));
+      await api.register(
+        chatRoutes({
+          store,
+          providers: runtime.providers,
+          webhooks: runtime.webhooks,
+          logger,
+          redisUrl: config.REDIS_URL,
+          ...(runtime.keys ? { keys: runtime.keys } : {}),
+        }),
+      );
       const callExists = async (orgId: string, callId: string) =>
         (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null;
       await api.register(callWebhookRoutes(runtime.deliveries, { callExists }));

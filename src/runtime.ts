@@ -30,6 +30,7 @@ import { NotificationEmails, type NotificationEmailsOptions } from './notificati
 import { BackgroundAudio } from './audio/background.js';
 import { recordingStoreFromConfig, type RecordingStore } from './recordings/storage.js';
 import { RecordingPruner } from './recordings/retention.js';
+import { ProviderKeys } from './providers/keys.js';
 
 export interface Runtime {
   providers: Providers;
@@ -54,6 +55,11 @@ export interface Runtime {
   background: BackgroundAudio;
   /** Where call recordings are kept: DATA_DIR/recordings, or RECORDINGS_S3_URL. */
   recordings: RecordingStore;
+  /**
+   * The providers' keys this server has: calls and chats that need a missing one are refused at
+   * start. Unset when the runtime was given its providers (their keys are the giver's business).
+   */
+  keys: ProviderKeys | undefined;
   /** Deletes recordings older than RECORDING_RETENTION_DAYS; stopped by `close`. */
   recordingPruner: RecordingPruner;
   metrics: Metrics;
@@ -127,7 +133,9 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     logger: o.logger.child({ component: 'background-audio' }),
   });
   const recordings = o.recordings ?? recordingStoreFromConfig(o.config);
+  const keys = o.providers ? undefined : new ProviderKeys(providerSettings(o.config));
   calls = new CallService({
+    ...(keys ? { keys } : {}),
     media: { background, recordings, publicUrl: o.config.PUBLIC_URL },
     control,
     // every call ends here once, its report made: answered calls send their e-mails
@@ -215,6 +223,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     background,
     recordings,
     recordingPruner,
+    keys,
     metrics,
     close(graceMs = 0) {
       closing ??= (async () => {

@@ -11,6 +11,7 @@ import {
 import type { LlmConfig } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { BackgroundAudio } from '../audio/background.js';
+import type { ProviderKeys } from '../providers/keys.js';
 import type { StoredAssistant } from '../store/assistants.js';
 import { generateWebhookSecret, maskSecret, MASKED_SECRET_PROBLEM, restoreMaskedSecret } from '../webhooks/secrets.js';
 import { MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
@@ -100,7 +101,20 @@ async function checkBackgroundClip(background: BackgroundAudio | undefined, body
 export interface AssistantRoutesOptions {
   /** Loads background clips to check them (DECISIONS 13). */
   background?: BackgroundAudio;
+  /** The providers' keys this server has: writes warn of the ones the assistant needs and lacks. */
+  keys?: ProviderKeys;
 }
+
+/** What a write answers beside the assistant: the providers it needs whose keys this server lacks. */
+const written = z.object({
+  assistant: Assistant,
+  warnings: z
+    .array(z.string())
+    .describe(
+      'Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: ' +
+        'the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none.',
+    ),
+});
 
 export const assistantRoutes =
   (store: Store, options: AssistantRoutesOptions = {}): FastifyPluginAsyncZod =>
@@ -114,13 +128,14 @@ export const assistantRoutes =
         tags,
         summary: 'Create an assistant (name required; pipeline assistants also need tts_config)',
         body: AssistantCreateBody,
-        response: { 201: one, ...errorResponses },
+        response: { 201: written, ...errorResponses },
       },
       handler: async (request, reply) => {
         const { fields, generatedSecret } = prepare(restoreAssistantUrls(request.body, null) as AssistantFields);
         await checkBackgroundClip(options.background, request.body);
         const stored = await store.assistants.create(request.organization.id, fields);
-        return reply.code(201).send({ assistant: assistantView(stored, generatedSecret) });
+        const warnings = options.keys?.problems(stored.fields, null) ?? [];
+        return reply.code(201).send({ assistant: assistantView(stored, generatedSecret), warnings });
       },
     });
 
@@ -152,7 +167,7 @@ export const assistantRoutes =
         summary: 'Update an assistant: provided top-level fields replaced whole, null resets to the default',
         params: IdParams,
         body: AssistantPatchBody,
-        response: { 200: one, ...errorResponses },
+        response: { 200: written, ...errorResponses },
       },
       handler: async (request) => {
         await checkBackgroundClip(options.background, request.body);
@@ -163,7 +178,7 @@ export const assistantRoutes =
           return result.fields;
         });
         if (!stored) throw notFound('assistant', request.params.id);
-        return { assistant: assistantView(stored, generated) };
+        return { assistant: assistantView(stored, generated), warnings: options.keys?.problems(stored.fields, null) ?? [] };
       },
     });
 

@@ -3,6 +3,7 @@
  * `GET /chats`. A text conversation with an assistant running its workflow as a call would, with
  * no audio (docs/chats.md). The plugin owns its chat service and store, and closes them with the app.
  */
+import type { ProviderKeys } from '../providers/keys.js';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
@@ -26,6 +27,8 @@ export interface ChatRouteDeps {
   redisUrl?: string | undefined;
   /** The chat store (default: from `redisUrl`); closed with the app. */
   chats?: ChatStore;
+  /** The providers' keys this server has (a chat whose model needs a missing one is refused). */
+  keys?: ProviderKeys;
 }
 
 export const ChatCreateBody = storable(
@@ -131,6 +134,7 @@ export const chatRoutes =
       webhooks: deps.webhooks,
       logger: deps.logger,
       chats: deps.chats ?? createChatStore(deps.redisUrl),
+      ...(deps.keys ? { keys: deps.keys } : {}),
     });
     app.addHook('onClose', async () => chats.close());
     const tags = ['chats'];

@@ -8,6 +8,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
+import { CallRejectCodes } from '../../engine/errors.js';
+import type { ProviderKeys } from '../providers/keys.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { PhoneNumber } from '../store/numbers.js';
@@ -67,6 +69,8 @@ export interface CallServiceOptions {
   onCallEnded?(record: CallRecord): void;
   /** Background clips and recordings (DECISIONS 13). */
   media?: CallMedia;
+  /** The providers' keys this server has: a call that needs one it lacks is refused at start. */
+  keys?: ProviderKeys;
 }
 
 /** An inbound call as its transport has it, before anything is decided. */
@@ -284,6 +288,9 @@ export class CallService {
     if (problems.length > 0) return { reason: 'rejected-at-start', errors: problems.map((p) => `${p.code}: ${p.message}`) };
     const missing = this.missingAdapters(assistant);
     if (missing.length > 0) return { reason: 'rejected-at-start', errors: missing };
+    // fail closed: a provider without its key would fail only after the caller answered
+    const keyless = this.o.keys?.problems(resolved.fields, definition) ?? [];
+    if (keyless.length > 0) return { reason: 'rejected-at-start', errors: keyless.map((p) => `${CallRejectCodes.MISSING_PROVIDER_KEY}: ${p}`) };
     return null;
   }
 

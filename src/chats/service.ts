@@ -3,6 +3,7 @@
  * would, with no audio. Starting one resolves the assistant and workflow and runs the call-start
  * checks; each message is one turn under the chat's lock. Chats send `tool-calls` and nothing else.
  */
+import type { ProviderKeys } from '../providers/keys.js';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { conversationLogger } from '../logger.js';
@@ -43,6 +44,8 @@ export interface ChatServiceOptions {
   toolTimeoutMs?: number;
   /** The longest a turn holds its chat; a lock held longer (its process died) lapses. */
   turnLockMs?: number;
+  /** The providers' keys this server has: a chat whose model needs one it lacks is refused. */
+  keys?: ProviderKeys;
 }
 
 export interface StartChat {
@@ -92,6 +95,7 @@ export class ChatService {
     const problems = callStartChecks(stored.fields, definition).map((p) => `${p.message} (${p.code})`);
     const model = chatModelConfig(assistant.llm_config);
     if (!this.o.providers.llm.has(model.provider)) problems.push(`llm_config.provider: no chat adapter for "${model.provider}"`);
+    for (const p of this.o.keys?.problems(stored.fields, definition, { chat: true }) ?? []) problems.push(`${p} (CALL_REJECTED_MISSING_PROVIDER_KEY)`);
     if (problems.length > 0) {
       throw new ChatError('CHAT_REJECTED', 'A call with this assistant and workflow would be refused at start; so is the chat.', problems);
     }

@@ -36,8 +36,10 @@ const USAGE = `Usage:
   npm run call -- --number <E.164> --script <file>
     [--url http://127.0.0.1:3000] [--public-url <PUBLIC_URL of the server>]
     [--auth-token <Twilio auth token of the organization>] [--account-sid AC...] [--from +15005550006]
+    [--key <API key>]
     Places a simulated inbound call to the number and plays the script as the caller.
-    The auth token can also come from TWILIO_AUTH_TOKEN.
+    The auth token can also come from TWILIO_AUTH_TOKEN; with the API key (or SWITCHBOARD_API_KEY)
+    it prints why the call ended, as the server recorded it.
 
   npm run call -- --web --assistant <id> [--workflow <id>] --script <file>
     [--url http://127.0.0.1:3000, or SWITCHBOARD_URL] [--key <API key>]
@@ -98,10 +100,17 @@ async function main(argv: string[]): Promise<number> {
     if (!key) return usageError('--web needs the API key: --key, or SWITCHBOARD_API_KEY');
     const steps = parseScript(readFileSync(values.script, 'utf8'));
     const call = new WebCaller({ baseUrl: values.url!, apiKey: key });
-    return runScript(call, steps, async () => {
-      const callId = await call.start({ assistant_id: values.assistant!, ...(values.workflow ? { workflow_id: values.workflow } : {}) });
-      return `web call ${callId}`;
-    });
+    let webCallId = '';
+    return runScript(
+      call,
+      steps,
+      async () => {
+        webCallId = await call.start({ assistant_id: values.assistant!, ...(values.workflow ? { workflow_id: values.workflow } : {}) });
+        return `web call ${webCallId}`;
+      },
+      // the stream's last message says how the call ended; the record adds its errors
+      () => endedAs(values.url!, key, webCallId, call.events.find((e) => e.type === 'ended')?.ended_reason as string | undefined),
+    );
   }
   const authToken = values['auth-token'] ?? process.env.TWILIO_AUTH_TOKEN;
   if (!values.number || !values.script || !authToken) {
@@ -117,18 +126,61 @@ async function main(argv: string[]): Promise<number> {
     ...(values['account-sid'] ? { accountSid: values['account-sid'] } : {}),
     ...(values.from ? { from: values.from } : {}),
   });
-  return runScript(call, steps, async () => {
-    const outcome = await call.dial();
-    if (outcome.kind === 'rejected') throw new Error(`the call was rejected before pickup\n${call.twiml}`);
-    return `call ${outcome.callId}`;
-  });
+  const key = values.key ?? process.env.SWITCHBOARD_API_KEY;
+  let callId = '';
+  return runScript(
+    call,
+    steps,
+    async () => {
+      const outcome = await call.dial();
+      if (outcome.kind === 'rejected') throw new Error(`the call was rejected before pickup\n${call.twiml}`);
+      callId = outcome.callId;
+      return `call ${outcome.callId}`;
+    },
+    () => (key ? endedAs(values.url!, key, callId) : Promise.resolve('(give the API key, --key or SWITCHBOARD_API_KEY, to see why it ended)')),
+  );
+}
+
+/**
+ * Why the call ended, as the server recorded it (`GET /calls/{id}`: `ended_reason` and `errors`),
+ * asked for a few seconds while the call is still being closed; `known` is what the call's own
+ * stream said, if it said.
+ */
+async function endedAs(baseUrl: string, key: string, callId: string, known?: string): Promise<string> {
+  if (!callId) return known ? `ended ${known}` : '';
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    try {
+      const res = await fetch(`${baseUrl.replace(/\/$/, '')}/calls/${callId}`, { headers: { authorization: `Bearer ${key}` } });
+      if (res.ok) {
+        const { call } = (await res.json()) as { call: { status: string; ended_reason: string | null; errors: string[] } };
+        if (call.status === 'ended' || Date.now() > deadline) {
+          const reason = call.ended_reason ?? known ?? 'unknown';
+          return `ended ${reason}${call.errors.length > 0 ? `; errors: ${call.errors.join('; ')}` : ''}`;
+        }
+      } else if (Date.now() > deadline || res.status === 401 || res.status === 403 || res.status === 404) {
+        return known ? `ended ${known}` : `(GET /calls/${callId} answered ${res.status}: the reason is not known)`;
+      }
+    } catch (err) {
+      return known ? `ended ${known}` : `(the reason is not known: ${(err as Error).message})`;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 /** What a script plays on: the simulated phone caller, or a web call's simulated browser. */
 type ScriptedLine = Pick<LegCaller, 'heard' | 'hear' | 'say' | 'pressKey' | 'quiet' | 'hangUp' | 'ended' | 'closed' | 'close'>;
 
-/** Connects (`connect` names the call), plays the script, prints what was heard and said. */
-async function runScript(call: ScriptedLine, steps: ScriptStep[], connect: () => Promise<string>): Promise<number> {
+/**
+ * Connects (`connect` names the call), plays the script, prints what was heard and said, and at
+ * the end how the call ended (`ending`).
+ */
+async function runScript(
+  call: ScriptedLine,
+  steps: ScriptStep[],
+  connect: () => Promise<string>,
+  ending: () => Promise<string> = async () => '',
+): Promise<number> {
   const started = Date.now();
   const stamp = () => `[${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s]`;
   let printed = 0;
@@ -168,7 +220,8 @@ async function runScript(call: ScriptedLine, steps: ScriptStep[], connect: () =>
     }
     if (!call.closed) await call.ended(60_000).catch(() => call.hangUp());
     printHeard();
-    process.stdout.write(`${stamp()} call over\n`);
+    const how = await ending();
+    process.stdout.write(`${stamp()} call over${how ? `: ${how}` : ''}\n`);
     return 0;
   } catch (err) {
     printHeard();

@@ -59,6 +59,11 @@ export class WebCaller extends LegCaller {
     return this.line.events;
   }
 
+  /** With `recordAudio`: every frame the server sent, as the ear hears it (μ-law 8 kHz). */
+  get outboundAudio(): Buffer[] {
+    return this.line.outboundAudio;
+  }
+
   /** Resolves once the server has sent a control message of this type (the first one after `after`). */
   async event(type: string, timeoutMs = 20_000, after = 0): Promise<{ type: string; [key: string]: unknown }> {
     await this.line.until(() => this.events.slice(after).some((e) => e.type === type), timeoutMs, `a "${type}" message`);

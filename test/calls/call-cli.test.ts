@@ -57,7 +57,17 @@ describe('npm run call', () => {
     expect(r.stdout).toContain('assistant: Hello, this is Acme Dental.');
     expect(r.stdout).toContain('caller:    That is all, goodbye.');
     expect(r.stdout).toContain('assistant: Thank you for calling, goodbye.');
-    expect(r.stdout).toContain('call over');
+    // without the API key it cannot ask the server why the call ended, and says how to
+    expect(r.stdout).toMatch(/call over: \(give the API key, --key or SWITCHBOARD_API_KEY, to see why it ended\)/);
+  }, 60_000);
+
+  it('with the API key, prints why the call ended as the server recorded it', async () => {
+    const { number } = await s.setUpNumber({ definition: frontDesk });
+    const script = path.join(dir, 'ended.txt');
+    writeFileSync(script, 'expect: Acme Dental\nquiet\nsay: That is all, goodbye.\nexpect: goodbye\n');
+    const r = await runCall(['--number', number, '--script', script, '--url', s.baseUrl, '--auth-token', AUTH_TOKEN, '--account-sid', ACCOUNT_SID, '--key', s.key]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/call over: ended assistant-ended-call\n/);
   }, 60_000);
 
   it('fails plainly on a bad script, missing options and a refused signature', async () => {

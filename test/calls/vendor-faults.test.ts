@@ -6,7 +6,7 @@
  * TTS, OpenAI Realtime) a faulty call meets each fault while a healthy call is live beside it on
  * the same server:
  *  - refuse:  nothing listens at the vendor's base URL (connection refused);
- *  - no-key:  the vendor's API key is not configured;
+ *  - no-key:  the vendor's API key is not configured (refused before pickup, fail closed);
  *  - drop:    the vendor drops the connection once the call is under way;
  *  - garbage: the vendor answers something that is not its protocol (an HTML page, a frame that is not JSON);
  *  - hang:    the vendor takes the connection and never answers.
@@ -544,7 +544,7 @@ describe('a vendor nothing listens at (connection refused), a healthy sandbox ca
   it('the server still takes a call afterwards', () => aNewCallWorks(s), 60_000);
 });
 
-describe('a vendor with no API key configured, a healthy sandbox call beside', () => {
+describe('a vendor with no API key configured', () => {
   let s: CallingServer;
   beforeAll(async () => {
     const nowhere = await closedBaseUrl();
@@ -554,7 +554,19 @@ describe('a vendor with no API key configured, a healthy sandbox call beside', (
     await s?.close();
   });
 
-  it.each(RIG_CASES)('%s: the faulty call ends %s', (_name, _reason, rig) => faultBesideHealthy(s, rig, sandboxHealthy), 120_000);
+  // a vendor without its key would fail only after pickup: the call is refused before it (fail closed)
+  it.each(RIG_CASES)('%s: the call is refused before pickup, its report naming the missing key', async (_name, _reason, rig) => {
+    const number = await numberFor(s, rig.faulty);
+    const call = new SimulatedCall({ baseUrl: s.baseUrl, to: number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+    try {
+      expect((await call.dial()).kind).toBe('rejected');
+    } finally {
+      await call.close();
+    }
+    const report = await eventually('the report', () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number), 10_000);
+    expect(report.ended_reason).toBe('rejected-at-start');
+    expect(report.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: .*provider ".*" needs (DEEPGRAM|OPENAI|ELEVENLABS)_API_KEY, which is not set on this server$/)]);
+  }, 60_000);
   it('the server still takes a call afterwards', () => aNewCallWorks(s), 60_000);
 });
 

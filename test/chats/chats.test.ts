@@ -5,6 +5,7 @@
  * bad bodies, other organizations, and that a chat sends `tool-calls` and nothing else.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/net.js';
 import { verifyWebhook } from '../../src/webhooks/verify.js';
 import {
   frontDeskWorkflow,
@@ -392,6 +393,8 @@ describe('a realtime assistant (sandbox-realtime)', () => {
       details: [
         expect.stringMatching(/^nodes\[0\] \(greeting\)\.llm_config: per-node model overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
         expect.stringMatching(/^nodes\[1\] \(bye\)\.tts_config: per-node voice overrides are not possible .*\(CALL_REJECTED_REALTIME_OVERRIDE\)$/),
+        // and this server has no OPENAI_API_KEY for the node's model
+        'nodes[0] (greeting).llm_config.provider: provider "openai" needs OPENAI_API_KEY, which is not set on this server (CALL_REJECTED_MISSING_PROVIDER_KEY)',
       ],
     });
   });
@@ -399,14 +402,15 @@ describe('a realtime assistant (sandbox-realtime)', () => {
 
 describe('a model that fails', () => {
   it('ends the chat pipeline-error-<provider> with the reason, as it would end a call', async () => {
-    // no OPENAI_API_KEY on this server: the OpenAI adapter refuses every request
+    // a custom-llm server nothing listens at: every request fails (a provider without its key is refused at start instead)
+    const nowhere = `http://127.0.0.1:${await freePort()}/v1`;
     const chat = await startChat({
-      assistant_id: await newAssistant({ name: 'Keyless', llm_config: { provider: 'openai' }, tts_config: { provider: 'sandbox', voice_id: 'sandbox' } }),
+      assistant_id: await newAssistant({ name: 'Unreachable', llm_config: { provider: 'custom-llm', model: 'house-model', url: nowhere }, tts_config: { provider: 'sandbox', voice_id: 'sandbox' } }),
       workflow_id: await newWorkflow(frontDeskWorkflow()),
     });
     const turn = await say(chat.id, 'Hello');
     expect(turn.reply).toEqual([]);
-    expect(turn.chat).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-openai', errors: [expect.stringMatching(/^openai: /)] });
+    expect(turn.chat).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-custom-llm', errors: [expect.stringMatching(/^custom-llm: /)] });
   });
 });
 

@@ -2440,6 +2440,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         assistant: components["schemas"]["Assistant"];
+                        /** @description Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
+                        warnings: string[];
                     };
                 };
             };
@@ -2795,6 +2797,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         assistant: components["schemas"]["Assistant"];
+                        /** @description Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
+                        warnings: string[];
                     };
                 };
             };
