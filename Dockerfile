@@ -1,15 +1,31 @@
 # Switchboard: one image for the API, telephony endpoints, media sockets and webhook sender.
 #   docker build -t switchboard .
 #   docker run --init --stop-timeout 45 -p 3000:3000 -v switchboard-data:/data switchboard  (embedded database)
+# The code runs compiled (dist/, built in the build stage) with plain node.
 # With PostgreSQL and Redis: docker-compose.yml; see README, "Running in production".
 
 # The Node.js major both stages use; the runtime must be the one the dependencies were installed on.
 ARG NODE_VERSION=20
 
+# --- build: the TypeScript compiled to dist/ (all dependencies, then tsc; see scripts/build.mjs) --------
+FROM node:${NODE_VERSION}-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: `prepare` would build before the sources are here; tsc needs no install script
+RUN --mount=type=cache,target=/root/.npm \
+    npm install --ignore-scripts --no-audit --no-fund --no-update-notifier
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY engine ./engine
+COPY src ./src
+RUN node scripts/build.mjs
+
 # --- deps: production dependencies only ----------------------------------------------------------
 FROM node:${NODE_VERSION}-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+# `prepare` runs scripts/build.mjs, which finds no TypeScript here and builds nothing
+COPY scripts ./scripts
 # `npm install` against the lock, not `npm ci`: the lock lacks other platforms' optional packages
 # (e.g. @msgpackr-extract/*-darwin-*), which npm 11's `npm ci` refuses as out of sync, while
 # `npm install` installs the locked versions with any npm (the same reason as in .ci/run).
@@ -28,12 +44,11 @@ ENV NODE_ENV=production \
 WORKDIR /app
 # code and dependencies stay root-owned: the app (user node) can read them, not change them
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json tsconfig.json ./
-COPY engine ./engine
-COPY src ./src
+COPY --from=build /app/dist ./dist
+COPY package.json ./
 # the background clips calls play (speech_config.background_audio)
 COPY assets ./assets
-# the embedded database's folder; unused (but harmless) when DATABASE_URL is set
+# the embedded database's folder and recordings; unused by the database when DATABASE_URL is set
 RUN mkdir -p /data && chown node:node /data
 VOLUME /data
 USER node
@@ -44,4 +59,4 @@ STOPSIGNAL SIGTERM
 # liveness only (/readyz also asks the database); Node's fetch, since the slim image has no curl
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "--import", "tsx", "src/main.ts"]
+CMD ["node", "--enable-source-maps", "dist/src/main.js"]

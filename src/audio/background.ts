@@ -10,6 +10,9 @@
  * samples through two table lookups each (`BackgroundBed.mix`).
  */
 import { readFile } from 'node:fs/promises';
+import { join, sep } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { PACKAGE_ROOT } from '../package-root.js';
 import type { Logger } from 'pino';
 import { BACKGROUND_CLIPS, backgroundClipProblem } from '../../engine/catalog.js';
 import { MULAW_DECODE_TABLE, MULAW_ENCODE_TABLE, mulawEncode } from './mulaw.js';
@@ -31,7 +34,7 @@ const MAX_LOOPS = 64;
 /** A URL that could not be used is not asked again for this long (call starts stay fast). */
 const FAILURE_MEMORY_MS = 5 * 60_000;
 
-export const CLIPS_DIR = new URL('../../assets/background/', import.meta.url);
+export const CLIPS_DIR = pathToFileURL(join(PACKAGE_ROOT, 'assets', 'background') + sep);
 
 /** What fetching a clip URL needs (the webhook HTTP client: same address rules). */
 export interface ClipFetcher {

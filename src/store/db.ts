@@ -2,11 +2,13 @@
  * One small interface over PostgreSQL (`pg`) and the embedded PGlite, so that the repositories
  * run the same SQL on both.
  */
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
 import { acquireDataDirLock, type DataDirLock } from './lock.js';
 
 export interface QueryResult<T> {
@@ -113,6 +115,43 @@ export interface OpenDbOptions {
   dataDir?: string | null;
 }
 
+/**
+ * The embedded PostgreSQL's memory settings. PGlite's defaults (128 MB of shared buffers, as a
+ * server's) hold about 290 MB of WebAssembly memory from the start; a single-process embedded
+ * database serving one deployment needs far less, and WebAssembly memory never shrinks once
+ * grown. With these the process idles at about 150 MB less (docs/benchmarks.md, "Start-up and
+ * idle memory").
+ */
+const PGLITE_CONF: PGliteOptions = {
+  postgresqlconf: ['shared_buffers=16MB', 'wal_buffers=1MB', 'work_mem=2MB', 'maintenance_work_mem=16MB'],
+};
+
+/** PGlite, loaded only when the embedded database is used (a deployment on PostgreSQL never loads it). */
+async function pglite(): Promise<typeof PGlite> {
+  return (await import('@electric-sql/pglite')).PGlite;
+}
+
+/**
+ * Creates the embedded database's folder in a child process: `initdb` in WebAssembly grows its
+ * memory to some 850 MB, which it would keep for the server's whole life (WebAssembly memory
+ * never shrinks). The child exits and gives it back; the server then opens the folder as on any
+ * restart. Does nothing when the folder exists.
+ */
+async function initPgliteDir(dir: string): Promise<void> {
+  if (existsSync(path.join(dir, 'PG_VERSION'))) return;
+  const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
+  const code = `const { PGlite } = await import(${JSON.stringify(`file://${entry}`)});
+const db = await PGlite.create(${JSON.stringify(dir)}, ${JSON.stringify(PGLITE_CONF)});
+await db.close();`;
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`creating the embedded database failed (${code}): ${stderr.trim()}`))));
+  });
+}
+
 /** Opens PostgreSQL when a URL is given, else PGlite, and brings the schema up to date. */
 export async function openDb(options: OpenDbOptions): Promise<Db> {
   let db: Db;
@@ -126,13 +165,15 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     mkdirSync(dir, { recursive: true });
     const lock = acquireDataDirLock(dir);
     try {
-      db = new PGliteDb(await PGlite.create(path.join(dir, 'pglite')), lock);
+      const folder = path.join(dir, 'pglite');
+      await initPgliteDir(folder);
+      db = new PGliteDb(await (await pglite()).create(folder, PGLITE_CONF), lock);
     } catch (err) {
       lock.release();
       throw err;
     }
   } else {
-    db = new PGliteDb(await PGlite.create(), null);
+    db = new PGliteDb(await (await pglite()).create(PGLITE_CONF), null);
   }
   try {
     await migrate(db);

@@ -154,9 +154,12 @@ describe('the switchboard service', () => {
     for (const [, name, command] of commands) {
       expect(compose.services, `${name} is not a service`).toHaveProperty(name!);
       const script = command!.split(/\s+/).find((word) => word.endsWith('.ts') || word.endsWith('.js'));
-      expect(script && existsSync(new URL(`../../${script}`, import.meta.url)), `${command} runs no file that exists`).toBe(true);
+      // a compiled script (dist/…/x.js) exists once its source (…/x.ts) does: the build stage makes it
+      const source = script?.replace(/^dist\//, '').replace(/\.js$/, '.ts');
+      expect(source && existsSync(new URL(`../../${source}`, import.meta.url)), `${command} runs no file that exists`).toBe(true);
       const folder = script!.split('/')[0]!;
-      expect(copied.some((c) => c.args.split(/\s+/).includes(folder)), `the image does not copy ${folder}/`).toBe(true);
+      const all = stages.at(-1)!.instructions.filter((i) => i.keyword === 'COPY');
+      expect([...copied, ...all].some((c) => c.args.split(/\s+/).includes(folder) || c.args.split(/\s+/).includes(`/app/${folder}`)), `the image does not copy ${folder}/`).toBe(true);
     }
   });
 });

@@ -64,7 +64,7 @@ describe('Dockerfile', () => {
     expect(major).toBeGreaterThanOrEqual(minimum);
   });
 
-  it('installs production dependencies only, with `npm install` against the lock, never `npm ci`', () => {
+  it('installs with `npm install` against the lock, never `npm ci`; the runtime gets production dependencies only', () => {
     const runs = instructions.filter((i) => i.keyword === 'RUN').map((i) => i.args);
     for (const run of runs) {
       // npm 11's `npm ci` refuses a lock without other platforms' optional packages
@@ -76,8 +76,22 @@ describe('Dockerfile', () => {
     const installs = depsStage.instructions.filter((i) => i.keyword === 'RUN' && /\bnpm\s+(install|i)\b/.test(i.args));
     expect(installs).toHaveLength(1);
     expect(installs[0]!.args).toMatch(/--omit=dev\b/);
-    expect(runs.filter((r) => /\bnpm\s+(install|i)\b/.test(r)).every((r) => /--omit=dev\b/.test(r))).toBe(true);
-    expect(packageJson.dependencies, 'the image runs TypeScript through tsx: it must be a production dependency').toHaveProperty('tsx');
+    // `prepare` runs scripts/build.mjs in that install: it must be there (and builds nothing without TypeScript)
+    expect(depsStage.instructions.some((i) => i.keyword === 'COPY' && /^scripts\s/.test(i.args))).toBe(true);
+    expect(packageJson.scripts.prepare).toBe('node scripts/build.mjs');
+    // the image runs compiled JavaScript: no TypeScript loader at run time
+    expect(packageJson.dependencies).not.toHaveProperty('tsx');
+  });
+
+  it('compiles in a build stage, and the runtime takes dist/ from it', () => {
+    const copiedDist = inRuntime('COPY').find((i) => /\bdist\b/.test(i.args));
+    const from = copiedDist && options(copiedDist.args).options.from;
+    expect(from, 'the runtime stage does not take dist/ from another stage').toBeTruthy();
+    const buildStage = stages.find((s) => s.name === from)!;
+    expect(buildStage.instructions.some((i) => i.keyword === 'RUN' && /node scripts\/build\.mjs/.test(i.args))).toBe(true);
+    for (const source of ['engine', 'src', 'scripts']) {
+      expect(buildStage.instructions.some((i) => i.keyword === 'COPY' && options(i.args).rest.split(/\s+/)[0] === source), `${source}/ is not copied to build`).toBe(true);
+    }
   });
 
   it('copies no whole build context, and keeps local state and secrets out of it', () => {
