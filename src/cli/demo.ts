@@ -17,6 +17,7 @@ import { loadConfig } from '../config.js';
 import { createLogger } from '../logger.js';
 import { openDb } from '../store/db.js';
 import { createStore } from '../store/index.js';
+import { wavHeader } from '../audio/wav.js';
 import { createRuntime } from '../runtime.js';
 import type { SimulatedCall } from '../sim/caller.js';
 import { startTwilioStandIn, type StandInCall, type TwilioStandIn } from '../sim/twilio.js';
@@ -125,19 +126,8 @@ function writeWav(path: string, callerSide: Buffer[], assistantSide: Buffer[]): 
     data.writeInt16LE(left[i] ?? 0, i * 4);
     data.writeInt16LE(right[i] ?? 0, i * 4 + 2);
   }
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + data.length, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(2, 22); // left: caller, right: assistant
-  header.writeUInt32LE(8000, 24);
-  header.writeUInt32LE(8000 * 4, 28);
-  header.writeUInt16LE(4, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(data.length, 40);
+  // left: the caller, right: the assistant
+  const header = wavHeader({ sampleRate: 8000, channels: 2, dataBytes: data.length });
   writeFileSync(path, Buffer.concat([header, data]));
   return frames / 8000;
 }

@@ -143,6 +143,19 @@ export function urlProblem(url: string, allowPrivate: boolean): { code: WebhookH
 const refusal = (address: string, reason: string) =>
   `refused to connect to ${address}: ${reason} (only public addresses are allowed; WEBHOOK_ALLOW_PRIVATE=true allows others)`;
 
+/** The URL without its credentials, and those credentials as Basic authorization among `headers`. */
+function withUrlCredentials(url: string, headers: Record<string, string>): { target: URL; headers: Record<string, string> } {
+  const target = new URL(url);
+  if (target.username !== '' || target.password !== '') {
+    const user = decodeURIComponent(target.username);
+    const pass = decodeURIComponent(target.password);
+    headers.authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+    target.username = '';
+    target.password = '';
+  }
+  return { target, headers };
+}
+
 /** One client per process: owns the connection pool; `close()` releases it. */
 export class WebhookHttpClient {
   private readonly agent: Agent;
@@ -210,15 +223,7 @@ export class WebhookHttpClient {
     const problem = urlProblem(url, this.allowPrivate);
     if (problem) return { ok: false, ...problem, reason: publicReason(problem.code, options.timeoutMs), durationMs: 0 };
 
-    const target = new URL(url);
-    const headers = { ...options.headers };
-    if (target.username !== '' || target.password !== '') {
-      const user = decodeURIComponent(target.username);
-      const pass = decodeURIComponent(target.password);
-      headers.authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
-      target.username = '';
-      target.password = '';
-    }
+    const { target, headers } = withUrlCredentials(url, { ...options.headers });
 
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), options.timeoutMs);
@@ -271,15 +276,7 @@ export class WebhookHttpClient {
     const elapsed = () => Math.round(performance.now() - started);
     const problem = urlProblem(url, this.allowPrivate);
     if (problem) return { ok: false, ...problem, reason: publicReason(problem.code, options.timeoutMs), durationMs: 0 };
-    const target = new URL(url);
-    const headers: Record<string, string> = { accept: 'audio/wav, audio/x-wav, */*' };
-    if (target.username !== '' || target.password !== '') {
-      const user = decodeURIComponent(target.username);
-      const pass = decodeURIComponent(target.password);
-      headers.authorization = `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
-      target.username = '';
-      target.password = '';
-    }
+    const { target, headers } = withUrlCredentials(url, { accept: 'audio/wav, audio/x-wav, */*' });
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), options.timeoutMs);
     try {

@@ -33,6 +33,8 @@
  * volume 0.5: every call sends 50 frames a second from pickup to hang-up, speech mixed over the
  * bed; the callers then tell a reply's start and end by the voice their ear hears, not by audio.
  * --record: every call is recorded (the assistant asks for consent), into a temporary DATA_DIR.
+ * --generators K: the simulated callers run in K processes, the calls split between them (one
+ * process decodes about 500 calls' audio before it falls behind: 1,000 calls want 2 or more).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -88,10 +90,12 @@ interface Options {
   background: string | null;
   /** Every call is recorded (`--record`: the assistant asks for recording consent). */
   record: boolean;
+  /** Caller processes the calls are split between (`--generators K`): one holds about 500 calls. */
+  generators: number;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false, generators: 1 };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -112,6 +116,7 @@ function parseOptions(argv: string[]): Options {
       case '--web': o.web = true; break;
       case '--background': o.background = value(); break;
       case '--record': o.record = true; break;
+      case '--generators': o.generators = Math.max(1, Math.floor(num())); break;
       case '--profile': o.profile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
@@ -516,7 +521,7 @@ async function serverMain(o: Options): Promise<void> {
   const store = createStore(db);
 
   // the callers' process first: it answers webhooks and the Twilio REST API
-  let callers = startCallers();
+  let callers = startCallers(o.generators);
   let hooksUrl = (await callers.ready).url;
   const port = await freePort();
   const dataDir = mkdtempSync(join(os.tmpdir(), 'sb-bench-calls-'));
@@ -586,7 +591,7 @@ async function serverMain(o: Options): Promise<void> {
   for (let s = 0; s < steps.length; s++) {
     const n = steps[s]!;
     if (s > 0) {
-      callers = startCallers();
+      callers = startCallers(o.generators);
       hooksUrl = (await callers.ready).url;
       await setUpAccount(hooksUrl);
     }
@@ -712,13 +717,98 @@ async function memoryAfterGc(): Promise<NodeJS.MemoryUsage> {
 }
 
 interface CallersProcess {
-  child: ChildProcess;
   ready: Promise<{ url: string }>;
   on(handler: (m: FromCallers) => void): void;
   send(m: ToCallers): void;
 }
 
-function startCallers(): CallersProcess {
+/**
+ * The callers: one process, or `k` (`--generators`) splitting the calls between them, seen as one.
+ * The first answers the webhooks and the Twilio REST API. What each reports once (the echo's
+ * streams up and done, the calls dialled and done) is passed on when all have reported, summed
+ * (lags and round-trip percentiles: the worst of them); progress is the sum of each one's latest.
+ */
+function startCallers(k: number): CallersProcess {
+  if (k <= 1) return startCallerProcess();
+  const pool = Array.from({ length: k }, () => startCallerProcess());
+  const handlers: ((m: FromCallers) => void)[] = [];
+  const emit = (m: FromCallers) => {
+    for (const h of handlers) h(m);
+  };
+  const latest = new Map<number, Extract<FromCallers, { type: 'progress' }>>();
+  const pending = new Map<string, FromCallers[]>();
+  const worst = (a: Percentiles, b: Percentiles): Percentiles => ({
+    count: a.count + b.count,
+    p50: Math.max(a.p50, b.p50),
+    p95: Math.max(a.p95, b.p95),
+    p99: Math.max(a.p99, b.p99),
+    max: Math.max(a.max, b.max),
+    mean: (a.mean * a.count + b.mean * b.count) / Math.max(1, a.count + b.count),
+  });
+  const combine = (all: FromCallers[]): FromCallers => {
+    const sum = (f: (m: any) => number) => all.reduce((t, m) => t + f(m), 0);
+    const most = (f: (m: any) => number) => Math.max(...all.map(f));
+    const first = all[0]!;
+    switch (first.type) {
+      case 'echo-up':
+      case 'all-dialled':
+        return { type: first.type, connected: sum((m) => m.connected), failed: sum((m) => m.failed) } as FromCallers;
+      case 'echo-done':
+        return {
+          type: 'echo-done',
+          sent: sum((m) => m.sent),
+          echoed: sum((m) => m.echoed),
+          lost: sum((m) => m.lost),
+          late: sum((m) => m.late),
+          rtt: (all as Extract<FromCallers, { type: 'echo-done' }>[]).map((m) => m.rtt).reduce(worst),
+          eventLoopP99Ms: most((m) => m.eventLoopP99Ms),
+          errors: all.flatMap((m) => (m as { errors: string[] }).errors),
+        };
+      case 'done':
+        return {
+          type: 'done',
+          connected: sum((m) => m.connected),
+          failed: sum((m) => m.failed),
+          turns: sum((m) => m.turns),
+          understood: sum((m) => m.understood),
+          errors: all.flatMap((m) => (m as { errors: string[] }).errors),
+          eventLoopP99Ms: most((m) => m.eventLoopP99Ms),
+          requests: sum((m) => m.requests),
+        };
+      default:
+        return first;
+    }
+  };
+  pool.forEach((p, i) =>
+    p.on((m) => {
+      if (m.type === 'ready') return;
+      if (m.type === 'progress') {
+        latest.set(i, m);
+        const all = [...latest.values()];
+        emit({ type: 'progress', connected: all.reduce((t, x) => t + x.connected, 0), failed: all.reduce((t, x) => t + x.failed, 0), turns: all.reduce((t, x) => t + x.turns, 0) });
+        return;
+      }
+      const got = [...(pending.get(m.type) ?? []), m];
+      if (got.length < k) {
+        pending.set(m.type, got);
+        return;
+      }
+      pending.delete(m.type);
+      emit(combine(got));
+    }),
+  );
+  // each process takes its share of the calls (and of the echo's streams)
+  const share = (n: number, i: number) => Math.floor(n / k) + (i < n % k ? 1 : 0);
+  return {
+    ready: Promise.all(pool.map((p) => p.ready)).then((urls) => urls[0]!),
+    on: (h) => handlers.push(h),
+    send: (m) => {
+      pool.forEach((p, i) => p.send(m.type === 'run' || m.type === 'echo' ? { ...m, calls: share(m.calls, i) } : m));
+    },
+  };
+}
+
+function startCallerProcess(): CallersProcess & { child: ChildProcess } {
   const child = fork(fileURLToPath(import.meta.url), ['--role', 'callers'], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -16,6 +16,7 @@ import {
   callKinds,
   eventually,
   frontDesk,
+  longGreeting,
   receivedMessages,
   sandboxAssistant,
   startCallingServer,
@@ -153,17 +154,7 @@ describe('background audio on a web call', () => {
 
 describe('background audio and barge-in', () => {
   it('a clear cuts the speech, and the bed is back at once', async () => {
-    const long = 'Let me tell you everything about our practice. We have three dentists. We are open on weekdays. We take most insurance plans. Parking is free.';
-    const definition = {
-      version: 1,
-      entry_node: 'greeting',
-      nodes: [
-        { id: 'greeting', type: 'conversation', first_line: long, instructions: 'Help the caller.' },
-        { id: 'bye', type: 'end', first_line: 'Goodbye.' },
-      ],
-      edges: [{ from: 'greeting', to: 'bye', description: 'the caller says goodbye' }],
-    };
-    const { number } = await s.setUpNumber({ assistant: sandboxAssistant({ speech_config: office }), definition });
+    const { number } = await s.setUpNumber({ assistant: sandboxAssistant({ speech_config: office }), definition: longGreeting });
     const caller = recordingCaller(number);
     try {
       callIdOf(await caller.dial());

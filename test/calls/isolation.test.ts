@@ -74,15 +74,16 @@ describe('a realtime vendor that cannot be reached', () => {
     expect((await request(`${s.baseUrl}/healthz`)).statusCode).toBe(200);
   });
 
-  it('without an API key: the same, and the server stays up', async () => {
+  it('without an API key: refused before pickup (fail closed), and the server stays up', async () => {
     const other = await startCallingServer({ OPENAI_API_BASE: unreachable });
     try {
       const { number } = await other.setUpNumber({ assistant: { name: 'Realtime', llm_config: { provider: 'openai-realtime' } } });
-      const callId = callIdOf(await other.caller(number).dial());
+      expect((await other.caller(number).dial()).kind).toBe('rejected');
       const report = await eventually('the report', () =>
-        receivedMessages(other.receiver, 'end-of-call-report').find((m) => m.call?.id === callId),
+        receivedMessages(other.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number),
       );
-      expect(report.ended_reason).toBe('pipeline-error-openai-realtime');
+      expect(report.ended_reason).toBe('rejected-at-start');
+      expect(report.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: llm_config\.provider: provider "openai-realtime" needs OPENAI_API_KEY/)]);
       expect((await request(`${other.baseUrl}/healthz`)).statusCode).toBe(200);
       // and it still takes calls
       const { number: good } = await other.setUpNumber({ definition: frontDesk });

@@ -20,6 +20,7 @@ import {
   callKinds,
   eventually,
   frontDesk,
+  longGreeting,
   receivedMessages,
   sandboxAssistant,
   startCallingServer,
@@ -111,17 +112,7 @@ describe('recordings in DATA_DIR/recordings', () => {
   });
 
   it('a barge-in: the right channel stops where the caller stopped hearing', async () => {
-    const long = 'Let me tell you everything about our practice. We have three dentists on staff. We are open every weekday. We take most insurance plans. Parking is free for patients.';
-    const definition = {
-      version: 1,
-      entry_node: 'greeting',
-      nodes: [
-        { id: 'greeting', type: 'conversation', first_line: long, instructions: 'Help the caller.' },
-        { id: 'bye', type: 'end', first_line: 'Goodbye.' },
-      ],
-      edges: [{ from: 'greeting', to: 'bye', description: 'the caller says goodbye' }],
-    };
-    const { number } = await s.setUpNumber({ assistant: sandboxAssistant(consent), definition });
+    const { number } = await s.setUpNumber({ assistant: sandboxAssistant(consent), definition: longGreeting });
     const caller = s.caller(number);
     const callId = callIdOf(await caller.dial());
     await caller.hear(/everything about our practice/i);

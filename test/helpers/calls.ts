@@ -262,6 +262,26 @@ export const orderLookupNodes = (toolUrl: string) => [
   { id: 'lookup', type: 'tool', first_line: 'One moment please.', tool_name: 'lookup_order', url: toolUrl, arguments: { order: 'A1' } },
 ];
 
+/**
+ * A greeting of five sentences (about eight seconds of the sandbox voice), for a caller to cut
+ * in: the sentences after the cut are never heard. An end node for the goodbye.
+ */
+export const longGreeting = {
+  version: 1,
+  entry_node: 'greeting',
+  nodes: [
+    {
+      id: 'greeting',
+      type: 'conversation',
+      first_line:
+        'Let me tell you everything about our practice. We have three dentists on staff. We are open every weekday. We take most insurance plans. Parking is free for patients.',
+      instructions: 'Help the caller.',
+    },
+    { id: 'bye', type: 'end', first_line: 'Goodbye.' },
+  ],
+  edges: [{ from: 'greeting', to: 'bye', description: 'the caller says goodbye' }],
+};
+
 /** The front-desk workflow as most call tests use it (no goodbye from the greeting). */
 export const frontDesk = frontDeskWorkflow();
 
