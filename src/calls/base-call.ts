@@ -185,8 +185,15 @@ export abstract class BaseCall implements ActiveCall {
   private startRecording(): CallRecorder | null {
     const store = this.deps.media?.recordings;
     if (!store || !this.assistant.recording_consent.enabled || this.assistant.gdpr_mode) return null;
-    const upload = store.begin(recordingKey(this.record.organization_id, this.record.id));
-    return new CallRecorder(upload, { log: this.log });
+    try {
+      const upload = store.begin(recordingKey(this.record.organization_id, this.record.id));
+      return new CallRecorder(upload, { log: this.log });
+    } catch (err) {
+      // a recording that cannot start never stops the call
+      this.log.error({ err }, 'the call recording could not start');
+      this.record.errors.push('recording: the recording could not start; the server log has the details under this call id');
+      return null;
+    }
   }
 
   /**
@@ -528,11 +535,6 @@ export abstract class BaseCall implements ActiveCall {
     }
   }
 
-  /**
-   * Ends the call once: releases what it runs, hangs up (or waits for the transfer), closes the
-   * media and the record. Never rejects: a step that throws is logged and the others still run,
-   * so the call gets its end and its report whatever failed.
-   */
   /** The recording is complete: kept in the store, its URL in the record (and the report). */
   private async keepRecording(): Promise<void> {
     if (!this.recorder) return;
@@ -542,6 +544,11 @@ export abstract class BaseCall implements ActiveCall {
     if (!kept) this.record.errors.push('recording: the recording could not be kept; the server log has the details under this call id');
   }
 
+  /**
+   * Ends the call once: releases what it runs, hangs up (or waits for the transfer), closes the
+   * media and the record. Never rejects: a step that throws is logged and the others still run,
+   * so the call gets its end and its report whatever failed.
+   */
   protected async end(reason: string, options: { hangUp: boolean }): Promise<void> {
     if (this.ended) return;
     this.ended = true;
