@@ -581,7 +581,7 @@ async function serverMain(o: Options): Promise<void> {
   const machine = `${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
   process.stdout.write(
     `bench:calls on ${machine}\n` +
-      `  server: this process (pid ${process.pid}); callers: a child process; ` +
+      `  server: this process (pid ${process.pid}); callers: ${o.generators === 1 ? 'a child process' : `${o.generators} child processes`}; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
       `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
   );
