@@ -8,7 +8,7 @@
  * We have no recordings of offices or cafés under a free licence, so the clips are made here from
  * nothing but a seeded pseudo-random generator and a little signal processing. The script is the
  * source of the clips: re-running it writes byte-identical files (test/audio/background-clips.test.ts
- * checks that the shipped files are exactly what it makes). It uses Node's standard library only.
+ * checks that the shipped files are exactly what it makes). It uses Node's standard library and the project's WAV header (src/audio/wav.ts) only.
  *
  * How each clip is put together
  * -----------------------------
@@ -40,6 +40,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { wavHeader } from '../src/audio/wav.js';
 
 export const SAMPLE_RATE = 8000;
 export const CLIP_SECONDS = 20;
@@ -894,23 +895,11 @@ export function renderClip(name: ClipName): Int16Array {
   return pcm;
 }
 
-/** A RIFF WAV file: 16-bit PCM, mono, 8000 Hz. */
+/** A RIFF WAV file: 16-bit PCM, mono, 8000 Hz (the header as src/audio/wav.ts writes every one). */
 export function encodeWav(pcm: Int16Array): Buffer {
-  const data = pcm.length * 2;
-  const out = Buffer.alloc(44 + data);
-  out.write('RIFF', 0, 'latin1');
-  out.writeUInt32LE(36 + data, 4);
-  out.write('WAVE', 8, 'latin1');
-  out.write('fmt ', 12, 'latin1');
-  out.writeUInt32LE(16, 16); // fmt chunk size
-  out.writeUInt16LE(1, 20); // PCM
-  out.writeUInt16LE(1, 22); // mono
-  out.writeUInt32LE(SAMPLE_RATE, 24);
-  out.writeUInt32LE(SAMPLE_RATE * 2, 28); // bytes per second
-  out.writeUInt16LE(2, 32); // block align
-  out.writeUInt16LE(16, 34); // bits per sample
-  out.write('data', 36, 'latin1');
-  out.writeUInt32LE(data, 40);
+  const header = wavHeader({ sampleRate: SAMPLE_RATE, channels: 1, dataBytes: pcm.length * 2 });
+  const out = Buffer.alloc(44 + pcm.length * 2);
+  header.copy(out);
   for (let i = 0; i < pcm.length; i++) out.writeInt16LE(pcm[i]!, 44 + i * 2);
   return out;
 }

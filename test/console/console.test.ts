@@ -19,6 +19,7 @@ import { resample } from '../../src/audio/resample.js';
 import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
 import { browserAvailable, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { wavHeader } from '../../src/audio/wav.js';
 
 const DAGRE_VERSION = (createRequire(import.meta.url)('@dagrejs/dagre/package.json') as { version: string }).version;
 const SCREENSHOTS = process.env.SCREENSHOTS === '1';
@@ -63,19 +64,7 @@ function callerWav(lines: string[]): Buffer {
   const samples = new Int16Array(rate * (3 + 5 * lines.length + 20));
   lines.forEach((line, i) => samples.set(resample(mulawDecode(synthesizeSandboxSpeech(line)), 8000, rate), rate * (3 + 5 * i)));
   const data = Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + data.length, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16); // fmt chunk size
-  header.writeUInt16LE(1, 20); // PCM
-  header.writeUInt16LE(1, 22); // mono
-  header.writeUInt32LE(rate, 24);
-  header.writeUInt32LE(rate * 2, 28); // bytes per second
-  header.writeUInt16LE(2, 32); // block align
-  header.writeUInt16LE(16, 34); // bits per sample
-  header.write('data', 36);
-  header.writeUInt32LE(data.length, 40);
+  const header = wavHeader({ sampleRate: rate, channels: 1, dataBytes: data.length });
   return Buffer.concat([header, data]);
 }
 
