@@ -12,9 +12,6 @@ import { ApiError, notFound } from './errors.js';
 import { errorResponses, IdParams } from './schemas.js';
 import type { CallWebhookRoutesOptions } from './call-webhooks.js';
 
-/** The path of a call's recording, as the end-of-call-report's `recording_url` gives it. */
-export const recordingPath = (callId: string) => `/calls/${callId}/recording`;
-
 /** A call that is known but has no recording, in plain words. */
 export const noRecording = (callId: string) =>
   new ApiError(

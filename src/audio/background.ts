@@ -100,7 +100,7 @@ export class BackgroundBed {
 }
 
 export interface BackgroundAudioOptions {
-  /** Fetches clip URLs; null: URL clips are refused (no client, e.g. a tool run without one). */
+  /** Fetches clip URLs; null (the API without a runtime): a URL is judged by its form, and no call can play it. */
   fetcher: ClipFetcher | null;
   /** WEBHOOK_ALLOW_PRIVATE: http clip URLs (and private addresses) are allowed, for development. */
   allowPrivate: boolean;
@@ -117,11 +117,6 @@ export class BackgroundAudio {
   private readonly failures = new Map<string, { problem: string; at: number }>();
 
   constructor(private readonly o: BackgroundAudioOptions) {}
-
-  /** The shipped clips, as `GET /catalog` lists them. */
-  static catalog(): { id: string; description: string }[] {
-    return BACKGROUND_CLIPS.map((c) => ({ ...c }));
-  }
 
   /** What is wrong with a clip (unknown name, bad URL, a URL that gives no usable WAV), or null. */
   async problem(clip: string): Promise<string | null> {

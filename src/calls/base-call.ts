@@ -25,7 +25,7 @@ import type { TurnLatency } from './latency.js';
 import { TurnClock } from './turn-clock.js';
 import type { BackgroundAudio } from '../audio/background.js';
 import { CallRecorder } from '../recordings/recorder.js';
-import { recordingKey, type RecordingStore } from '../recordings/storage.js';
+import { recordingKey, recordingPath, type RecordingStore } from '../recordings/storage.js';
 
 /** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
 export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
@@ -540,7 +540,7 @@ export abstract class BaseCall implements ActiveCall {
     if (!this.recorder) return;
     const kept = await this.recorder.finish();
     const base = (this.deps.media?.publicUrl ?? '').replace(/\/+$/, '');
-    this.record.recording_url = kept ? `${base}/calls/${this.record.id}/recording` : null;
+    this.record.recording_url = kept ? `${base}${recordingPath(this.record.id)}` : null;
     if (!kept) this.record.errors.push('recording: the recording could not be kept; the server log has the details under this call id');
   }
 

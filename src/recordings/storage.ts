@@ -71,6 +71,9 @@ export function recordingKey(orgId: string, callId: string): string {
   return `${orgId}/${callId}.wav`;
 }
 
+/** The API path a call's recording is served at (`GET /calls/{id}/recording`); `recording_url` is it on PUBLIC_URL. */
+export const recordingPath = (callId: string) => `/calls/${callId}/recording`;
+
 function checkKey(key: string): string {
   if (!KEY.test(key)) throw new RangeError(`not a recording key: ${JSON.stringify(key)} (make keys with recordingKey())`);
   return key;

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type { PGlite, PGliteOptions } from '@electric-sql/pglite';
 import { acquireDataDirLock, type DataDirLock } from './lock.js';
@@ -119,7 +119,7 @@ export interface OpenDbOptions {
  * The embedded PostgreSQL's memory settings. PGlite's defaults (128 MB of shared buffers, as a
  * server's) hold about 290 MB of WebAssembly memory from the start; a single-process embedded
  * database serving one deployment needs far less, and WebAssembly memory never shrinks once
- * grown. With these the process idles at about 150 MB less (docs/benchmarks.md, "Start-up and
+ * grown. With these an opened database holds about 140 MB less (docs/benchmarks.md, "Start-up and
  * idle memory").
  */
 const PGLITE_CONF: PGliteOptions = {
@@ -140,7 +140,7 @@ async function pglite(): Promise<typeof PGlite> {
 async function initPgliteDir(dir: string): Promise<void> {
   if (existsSync(path.join(dir, 'PG_VERSION'))) return;
   const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
-  const code = `const { PGlite } = await import(${JSON.stringify(`file://${entry}`)});
+  const code = `const { PGlite } = await import(${JSON.stringify(pathToFileURL(entry).href)});
 const db = await PGlite.create(${JSON.stringify(dir)}, ${JSON.stringify(PGLITE_CONF)});
 await db.close();`;
   await new Promise<void>((resolve, reject) => {

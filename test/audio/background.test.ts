@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { BackgroundAudio, BackgroundBed, MAX_CLIP_BYTES } from '../../src/audio/background.js';
+import { BACKGROUND_CLIPS } from '../../engine/catalog.js';
 import { linearToMulaw, mulawDecode, mulawToLinear } from '../../src/audio/mulaw.js';
 import { parseWav, wavHeader, WavError } from '../../src/audio/wav.js';
 import { WebhookHttpClient } from '../../src/webhooks/http.js';
@@ -143,7 +144,7 @@ describe('BackgroundAudio', () => {
       expect(rms(b) / rms(a)).toBeGreaterThan(0.2);
       expect(rms(b) / rms(a)).toBeLessThan(0.3);
     }
-    expect(BackgroundAudio.catalog().map((c) => c.id)).toEqual(['office', 'cafe']);
+    expect(BACKGROUND_CLIPS.map((c) => c.id)).toEqual(['office', 'cafe']);
   });
 
   it('refuses unknown names and non-https URLs', async () => {

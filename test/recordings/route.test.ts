@@ -12,11 +12,11 @@ import fastifySwagger from '@fastify/swagger';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callRecordingRoutes, recordingPath } from '../../src/api/call-recording.js';
+import { callRecordingRoutes } from '../../src/api/call-recording.js';
 import { registerAuth } from '../../src/api/auth.js';
 import { registerErrorHandler, RequestValidationError } from '../../src/api/errors.js';
 import { openApiTransform, openApiTransformObject } from '../../src/api/openapi.js';
-import { LocalRecordingStore, recordingKey, type RecordingStore } from '../../src/recordings/storage.js';
+import { LocalRecordingStore, recordingKey, recordingPath, type RecordingStore } from '../../src/recordings/storage.js';
 import { createStore, type Store } from '../../src/store/index.js';
 import { createTestDb, defaultDbKind, type TestDb } from '../helpers/db.js';
 
