@@ -1,4 +1,5 @@
 /** Environment → typed configuration, read once at start-up. */
+import net from 'node:net';
 import { z } from 'zod';
 import { parseRecordingsS3Url } from './recordings/storage.js';
 
@@ -78,7 +79,21 @@ const ConfigSchema = z.object({
   RECORDING_RETENTION_DAYS: retentionDays('recordings', 30),
   /** Call recordings in S3-compatible storage instead of DATA_DIR/recordings (docs/recordings.md). */
   RECORDINGS_S3_URL: RecordingsS3Url.optional(),
+  /** Direct SIP (DECISIONS 15): UDP and TCP on this port, on HOST; 0 turns SIP off. */
+  SIP_PORT: Port.default(5060),
+  /** The address trunks reach us at, in our Contact and SDP (default: HOST, or this machine's first address when HOST is 0.0.0.0). */
+  SIP_PUBLIC_ADDRESS: z.string().min(1).refine((v) => net.isIP(v) !== 0 || /^[A-Za-z0-9.-]+$/.test(v), { error: 'must be an IP address or a host name' }).optional(),
+  /** The UDP ports calls' RTP (even) and RTCP (odd) take. */
+  RTP_PORT_MIN: Port.default(10_000),
+  RTP_PORT_MAX: Port.default(20_000),
 }).superRefine((c, ctx) => {
+  if (c.RTP_PORT_MAX - c.RTP_PORT_MIN < 2 || c.RTP_PORT_MIN < 1024) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['RTP_PORT_MAX'],
+      message: 'RTP_PORT_MIN–RTP_PORT_MAX must hold at least one even/odd pair, above 1023 (default 10000–20000)',
+    });
+  }
   if (c.SMTP_URL && !c.SMTP_FROM) {
     ctx.addIssue({
       code: 'custom',

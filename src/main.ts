@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   const db = await openDb({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   const store = createStore(db);
   const devKey = await ensureDevelopmentKey(config, store);
-  const runtime = await createRuntime({ config, store, logger });
+  const runtime = await createRuntime({ config, store, logger, ...(config.SIP_PORT ? { sip: { port: config.SIP_PORT } } : {}) });
   const app = await buildApp({ config, store, logger, runtime });
 
   let closing = false;

@@ -21,6 +21,9 @@ import type { CallNotifier } from './calls/notifier.js';
 import type { AssistantResolver } from './calls/service.js';
 import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
 import { TwilioTelephony } from './telephony/twilio/transport.js';
+import { defaultSipAddress } from './telephony/sip/addresses.js';
+import type { SipTimers } from './telephony/sip/endpoint.js';
+import { SipTelephony } from './telephony/sip/telephony.js';
 import { WebTelephony } from './telephony/web/transport.js';
 import { Metrics } from './metrics.js';
 import { createCallControl, type CallControl } from './calls/control.js';
@@ -42,6 +45,8 @@ export interface Runtime {
   twilio: TwilioTelephony;
   /** The browser's transport: web calls (`POST /calls/web`, the stream). */
   web: WebTelephony;
+  /** Direct SIP (DECISIONS 15): null unless started (`RuntimeOptions.sip`). */
+  sip: SipTelephony | null;
   /** Outbound calls: queued, dialled within each organization's limits, ended through the API. */
   outbound: OutboundCalls;
   /** The notification e-mails of answered calls (SMTP_URL); off without it. */
@@ -92,6 +97,11 @@ export interface RuntimeOptions {
   recordings?: RecordingStore;
   /** When the recordings' pruner first runs and how often after that (tests shorten both). */
   recordingPruning?: { firstRunAfterMs?: number; everyMs?: number };
+  /**
+   * The SIP endpoint: on `port` (0: a free one) with the configuration's address and RTP ports.
+   * Unset, none: the server's `main` starts it from SIP_PORT; tests that speak SIP ask for it.
+   */
+  sip?: { port: number; timers?: Partial<SipTimers> };
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
@@ -168,6 +178,36 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     watcher,
   });
   const web = new WebTelephony({ calls: service, logger: o.logger, watcher });
+  let sip: SipTelephony | null = null;
+  if (o.sip) {
+    const liveness = { ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness };
+    const publicAddress = o.config.SIP_PUBLIC_ADDRESS ?? defaultSipAddress(o.config.HOST, o.logger);
+    sip = new SipTelephony({
+      calls: service,
+      callStore,
+      store: o.store,
+      logger: o.logger,
+      watcher,
+      liveness,
+      registry: metrics.registry,
+      host: o.config.HOST,
+      port: o.sip.port,
+      ...(publicAddress ? { publicAddress } : {}),
+      rtpPortMin: o.config.RTP_PORT_MIN,
+      rtpPortMax: o.config.RTP_PORT_MAX,
+      ...(o.sip.timers ? { timers: o.sip.timers } : {}),
+    });
+    try {
+      await sip.start();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new Error(
+        code === 'EADDRINUSE'
+          ? `SIP_PORT ${o.sip.port} is in use (UDP or TCP): set SIP_PORT to a free port, or 0 to turn SIP off`
+          : `the SIP endpoint could not start on ${o.config.HOST}:${o.sip.port}: ${(err as Error).message}`,
+      );
+    }
+  }
   outbound = new OutboundCalls({
     store: o.store,
     calls: callStore,
@@ -180,10 +220,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     }),
     control,
     notifier,
-    carrier: twilio,
+    carriers: { twilio, ...(sip ? { sip } : {}) },
     logger: o.logger,
   });
   twilio.outbound = outbound;
+  if (sip) sip.outbound = outbound;
   await outbound.start();
   const outboundCalls = outbound;
   const deliveryPruner = new DeliveryPruner({
@@ -215,6 +256,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     calls: service,
     twilio,
     web,
+    sip,
     outbound: outboundCalls,
     emails,
     deliveries,
@@ -235,6 +277,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // the dialler closes once the live calls have ended and given their slots back
         outboundCalls.stop();
         await service.shutdown(graceMs);
+        await sip?.close();
         await outboundCalls.close();
         web.close();
         watcher.close();

@@ -248,6 +248,10 @@ export const accountExample = {
     events: ['assistant-request', 'tool-calls', 'status-update', 'end-of-call-report'],
   },
   telephony: { twilio: { account_sid: 'AC8f3e2d1c0b9a87f6e5d4c3b2a1908f7e', auth_token: '…6789' } },
+  sip: {
+    inbound: { allowed_addresses: ['192.76.120.10', '64.16.250.0/24'], username: null, password_set: false },
+    outbound: { proxy: 'sip:sip.telnyx.com', username: 'acme-dental', password_set: true, caller_id: '+15550100200' },
+  },
   outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
 };
 

@@ -13,6 +13,7 @@ import {
 } from '../../engine/schema.js';
 import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
 import { storable } from './storable.js';
+import { sipAddressRange, sipProxyProblem } from '../telephony/sip/addresses.js';
 import {
   accountExample,
   assistantCreateExample,
@@ -121,7 +122,7 @@ export const WebhookSettings = z.object({
 const NumberFields = z.strictObject({
   number: E164,
   name: z.string().max(LIMITS.nameLength).nullable().optional(),
-  provider: z.literal('twilio').optional(),
+  provider: z.enum(['twilio', 'sip']).optional().describe('who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)'),
   assistant_id: z.uuid().nullable().optional(),
   workflow_id: z.uuid().nullable().optional(),
   webhook: WebhookSettingsInput.nullable().optional(),
@@ -134,13 +135,43 @@ export const PhoneNumber = z.object({
   id: z.uuid(),
   number: z.string(),
   name: z.string().nullable(),
-  provider: z.literal('twilio'),
+  provider: z.enum(['twilio', 'sip']),
   assistant_id: z.uuid().nullable(),
   workflow_id: z.uuid().nullable(),
   webhook: WebhookSettings.nullable(),
   created_at: Timestamp,
   updated_at: Timestamp,
 }).meta({ id: 'PhoneNumber', example: numberExample });
+
+/** An address or a CIDR range (`203.0.113.0/24`, `2001:db8::/32`). */
+const AddressOrRange = z.string().max(64).refine((v) => sipAddressRange(v) !== null, {
+  error: 'must be an IPv4 or IPv6 address, or a CIDR range such as 203.0.113.0/24',
+});
+const SipSecret = z.string().min(1).max(128).regex(/^[^"\\\r\n]+$/, 'must not contain quotes, backslashes or line breaks');
+const SipUser = z.string().min(1).max(64).regex(/^[A-Za-z0-9_.!~*'()&=+$,;?/-]+$/, 'must be a SIP user name (letters, digits and _.!~*\'()&=+$,;?/-)');
+
+/** A SIP trunk's settings (DECISIONS 15); passwords are write-only (omitted with the same username, the one kept is kept). */
+export const SipSettingsInput = z.strictObject({
+  inbound: z
+    .strictObject({
+      allowed_addresses: z.array(AddressOrRange).max(100).default([]).describe('sources whose INVITEs are taken without credentials'),
+      username: SipUser.optional().describe('digest credentials an INVITE from anywhere else must give'),
+      password: SipSecret.optional(),
+    })
+    .nullable()
+    .optional(),
+  outbound: z
+    .strictObject({
+      proxy: z.string().max(256).refine((v) => sipProxyProblem(v) === null, {
+        error: 'must be sip:host[:port][;transport=udp|tcp], e.g. sip:sip.telnyx.com or sip:192.0.2.10:5060;transport=tcp',
+      }),
+      username: SipUser.optional(),
+      password: SipSecret.optional(),
+      caller_id: E164.optional().describe('the From number of calls placed through the trunk (default: the number calling)'),
+    })
+    .nullable()
+    .optional(),
+});
 
 export const AccountPatchBody = storable(
   z.strictObject({
@@ -156,6 +187,7 @@ export const AccountPatchBody = storable(
           .optional(),
       })
       .optional(),
+    sip: SipSettingsInput.nullable().optional(),
     outbound: z
       .strictObject({
         max_concurrent_calls: z
@@ -190,6 +222,14 @@ export const Account = z.object({
   telephony: z.object({
     twilio: z.object({ account_sid: z.string(), auth_token: z.string() }).nullable(),
   }),
+  sip: z
+    .object({
+      inbound: z.object({ allowed_addresses: z.array(z.string()), username: z.string().nullable(), password_set: z.boolean() }).nullable(),
+      outbound: z
+        .object({ proxy: z.string(), username: z.string().nullable(), password_set: z.boolean(), caller_id: z.string().nullable() })
+        .nullable(),
+    })
+    .describe('the SIP trunk (DECISIONS 15); passwords are never shown'),
   outbound: OutboundLimits.describe('outbound dialling limits, defaults filled in'),
 }).meta({ id: 'Account', example: accountExample });
 

@@ -101,7 +101,8 @@ export interface OutboundCallsOptions {
   dialer: Dialer;
   control: CallControl;
   notifier: CallNotifier;
-  carrier: OutboundCarrier;
+  /** The carriers that place calls, by kind (a number's `provider`: `twilio`, `sip`). */
+  carriers: Record<string, OutboundCarrier>;
   logger: Logger;
 }
 
@@ -137,6 +138,11 @@ export class OutboundCalls {
     this.stopping = true;
   }
 
+  /** The carrier of a number's provider (or a call's transport); Twilio for anything else. */
+  private carrier(kind: string): OutboundCarrier {
+    return this.o.carriers[kind] ?? this.o.carriers.twilio!;
+  }
+
   close(): Promise<void> {
     this.stopping = true;
     return this.o.dialer.close();
@@ -154,7 +160,8 @@ export class OutboundCalls {
     if (!number) return { kind: 'invalid', details: [`number_id: no number with id "${input.number_id}"`] };
     const owned = { ...number, organization_id: organizationId } as PhoneNumber & { organization_id: string };
     const account = await this.o.store.account.get(organizationId);
-    const unusable = this.o.carrier.unusable(account);
+    const carrier = this.carrier(number.provider);
+    const unusable = carrier.unusable(account);
     if (unusable) return { kind: 'invalid', details: [`number_id: ${unusable}`] };
 
     const assistantId = input.assistant_id ?? number.assistant_id;
@@ -223,7 +230,7 @@ export class OutboundCalls {
       number_id: number.id,
       phone_number: { number: number.number, name: number.name },
       customer: { number: customer.number, name: customer.name ?? null },
-      transport: this.o.carrier.kind,
+      transport: this.carrier(number.provider).kind,
       transport_ids: {},
     });
   }
@@ -248,9 +255,10 @@ export class OutboundCalls {
     }
     if (record.status !== 'queued') return 'skipped';
     const account = await this.o.store.account.get(record.organization_id);
-    const unusable = this.o.carrier.unusable(account);
+    const carrier = this.carrier(record.transport);
+    const unusable = carrier.unusable(account);
     if (unusable) {
-      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${this.o.carrier.kind}: ${unusable}`]);
+      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
       return 'skipped';
     }
     // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
@@ -264,7 +272,7 @@ export class OutboundCalls {
     void this.o.notifier.statusUpdate(ringing, 'ringing');
     let ids: Record<string, string>;
     try {
-      ids = await this.o.carrier.place(ringing, account);
+      ids = await carrier.place(ringing, account);
     } catch (err) {
       const status = (err as { status?: number }).status;
       if (status === 429 || (status !== undefined && status >= 500)) {
@@ -284,7 +292,7 @@ export class OutboundCalls {
         return 'dialled';
       }
       this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
-      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${this.o.carrier.kind}: ${(err as Error).message}`]);
+      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
       return 'skipped';
     }
     // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
@@ -300,7 +308,7 @@ export class OutboundCalls {
     });
     if (endedMeanwhile) {
       const ended: CallRecord = endedMeanwhile;
-      await this.o.carrier
+      await carrier
         .cancel({ ...ended, transport_ids: { ...ids, ...ended.transport_ids } }, account)
         .catch((err: unknown) => this.log.warn({ err, callId: ended.id }, 'could not cancel a call ended while it was dialled'));
       return 'skipped';
@@ -380,9 +388,9 @@ export class OutboundCalls {
         // the end once the carrier answers and cancels the call there
         const ended = await this.o.service.endUnanswered(callId, reason);
         if (!ended) return this.end(organizationId, callId);
-        if (ended.transport_ids.call_sid) {
+        if (ended.transport_ids.call_sid || ended.transport_ids.sip_call_id) {
           const account = await this.o.store.account.get(organizationId);
-          await this.o.carrier.cancel(ended, account).catch((err: unknown) => {
+          await this.carrier(ended.transport).cancel(ended, account).catch((err: unknown) => {
             this.log.warn({ err, callId }, 'the carrier did not take the cancel');
           });
         }

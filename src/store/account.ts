@@ -20,10 +20,29 @@ export function outboundLimits(s: Pick<AccountSettings, 'outbound'>): Required<O
   return { ...DEFAULT_OUTBOUND, ...(s.outbound ?? {}) };
 }
 
+/** A SIP trunk's settings (DECISIONS 15); the passwords are never returned by the API. */
+export interface SipSettings {
+  inbound?: {
+    /** Addresses and CIDR ranges whose INVITEs are taken without credentials. */
+    allowed_addresses: string[];
+    username?: string;
+    password?: string;
+  } | null;
+  outbound?: {
+    /** `sip:host[:port][;transport=tcp]`: where our INVITEs go. */
+    proxy: string;
+    username?: string;
+    password?: string;
+    /** The From number of calls we place (default: the number's own). */
+    caller_id?: string;
+  } | null;
+}
+
 export interface AccountSettings {
   webhook: WebhookSettings | null;
   twilio: TwilioCredentials | null;
   outbound?: OutboundSettings | null;
+  sip?: SipSettings | null;
 }
 
 export class AccountRepository {
@@ -31,23 +50,24 @@ export class AccountRepository {
 
   async get(orgId: string): Promise<AccountSettings> {
     const { rows } = await this.db.query<AccountSettings>(
-      'SELECT webhook, twilio, outbound FROM account_settings WHERE organization_id = $1',
+      'SELECT webhook, twilio, outbound, sip FROM account_settings WHERE organization_id = $1',
       [orgId],
     );
-    return rows[0] ?? { webhook: null, twilio: null, outbound: null };
+    return rows[0] ?? { webhook: null, twilio: null, outbound: null, sip: null };
   }
 
   /** Replaces the provided settings (`null` clears one) and returns them all. */
   async update(orgId: string, patch: Partial<AccountSettings>): Promise<AccountSettings> {
     const json = (v: unknown) => (v === undefined || v === null ? null : JSON.stringify(v));
     const { rows } = await this.db.query<AccountSettings>(
-      `INSERT INTO account_settings (organization_id, webhook, twilio, outbound) VALUES ($1, $2, $3, $6)
+      `INSERT INTO account_settings (organization_id, webhook, twilio, outbound, sip) VALUES ($1, $2, $3, $6, $8)
        ON CONFLICT (organization_id) DO UPDATE SET
          webhook = CASE WHEN $4::boolean THEN EXCLUDED.webhook ELSE account_settings.webhook END,
          twilio = CASE WHEN $5::boolean THEN EXCLUDED.twilio ELSE account_settings.twilio END,
          outbound = CASE WHEN $7::boolean THEN EXCLUDED.outbound ELSE account_settings.outbound END,
+         sip = CASE WHEN $9::boolean THEN EXCLUDED.sip ELSE account_settings.sip END,
          updated_at = now()
-       RETURNING webhook, twilio, outbound`,
+       RETURNING webhook, twilio, outbound, sip`,
       [
         orgId,
         json(patch.webhook),
@@ -56,6 +76,8 @@ export class AccountRepository {
         patch.twilio !== undefined,
         json(patch.outbound),
         patch.outbound !== undefined,
+        json(patch.sip),
+        patch.sip !== undefined,
       ],
     );
     return rows[0]!;

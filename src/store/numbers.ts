@@ -20,7 +20,8 @@ export interface PhoneNumber {
   id: string;
   number: string;
   name: string | null;
-  provider: 'twilio';
+  /** Who carries its calls: Twilio Media Streams, or our own SIP endpoint (DECISIONS 15). */
+  provider: 'twilio' | 'sip';
   assistant_id: string | null;
   workflow_id: string | null;
   webhook: WebhookSettings | null;

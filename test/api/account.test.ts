@@ -27,6 +27,7 @@ describe('account settings', () => {
         name: 'Acme Test',
         webhook: null,
         telephony: { twilio: null },
+        sip: { inbound: null, outbound: null },
         outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
       },
     });
@@ -182,6 +183,7 @@ describe('account settings', () => {
       name: 'Other Org',
       webhook: null,
       telephony: { twilio: null },
+      sip: { inbound: null, outbound: null },
       outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
     });
     expect(theirs.json().account.id).not.toBe(t.orgId);
@@ -212,5 +214,46 @@ describe('account settings', () => {
     }
     expect((await get()).json().account.outbound).toEqual({ max_concurrent_calls: 4, calls_per_second: 1 });
     expect((await patch({ outbound: null })).json().account.outbound).toEqual({ max_concurrent_calls: 10, calls_per_second: 1 });
+  });
+
+  it('SIP trunk settings: set, passwords never shown and kept when left out, refused when malformed, cleared', async () => {
+    const set = await patch({
+      sip: {
+        inbound: { allowed_addresses: ['203.0.113.0/24', '2001:db8::1'], username: 'trunk', password: 'in-secret' },
+        outbound: { proxy: 'sip:sip.example.net:5080;transport=tcp', username: 'acme', password: 'out-secret', caller_id: '+15550100200' },
+      },
+    });
+    expect(set.statusCode).toBe(200);
+    expect(set.json().account.sip).toEqual({
+      inbound: { allowed_addresses: ['203.0.113.0/24', '2001:db8::1'], username: 'trunk', password_set: true },
+      outbound: { proxy: 'sip:sip.example.net:5080;transport=tcp', username: 'acme', password_set: true, caller_id: '+15550100200' },
+    });
+    expect(JSON.stringify((await get()).json())).not.toMatch(/secret"|in-secret|out-secret/);
+    // the caller ID changes; the password, left out with the same username, stays
+    const changed = await patch({ sip: { outbound: { proxy: 'sip:sip.example.net', username: 'acme', caller_id: '+15550100300' } } });
+    expect(changed.statusCode).toBe(200);
+    expect((await t.store.account.get(t.orgId)).sip).toMatchObject({
+      inbound: { username: 'trunk', password: 'in-secret' },
+      outbound: { proxy: 'sip:sip.example.net', password: 'out-secret', caller_id: '+15550100300' },
+    });
+    // another username needs its password
+    const bad = await patch({ sip: { inbound: { allowed_addresses: [], username: 'other' } } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().details).toEqual(['sip.inbound.password: required with sip.inbound.username']);
+    for (const body of [
+      { sip: { inbound: { allowed_addresses: ['example.com'] } } },
+      { sip: { inbound: { allowed_addresses: ['10.0.0.0/40'] } } },
+      { sip: { outbound: { proxy: 'http://example.com' } } },
+      { sip: { outbound: { proxy: 'sip:host;transport=tls' } } },
+      { sip: { outbound: { proxy: 'sip:host', caller_id: '555' } } },
+      { sip: { inbound: { allowed_addresses: [], username: 'a"b', password: 'x' } } },
+      { sip: { unknown: true } },
+    ]) {
+      const res = await patch(body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().details.join(' ')).toMatch(/sip/);
+    }
+    expect((await patch({ sip: { inbound: null } })).json().account.sip.inbound).toBeNull();
+    expect((await patch({ sip: null })).json().account.sip).toEqual({ inbound: null, outbound: null });
   });
 });

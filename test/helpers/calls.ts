@@ -48,7 +48,7 @@ export interface CallingServer {
   /** A new workflow with this definition: its id. */
   createWorkflow(definition: unknown, name?: string): Promise<string>;
   /** A number wired to a new sandbox assistant (and optionally a workflow). */
-  setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string }): Promise<{
+  setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string; provider?: 'twilio' | 'sip' }): Promise<{
     number: string;
     numberId: string;
     assistantId: string;
@@ -92,7 +92,7 @@ export const callKinds = [
 
 export async function startCallingServer(
   env: Record<string, string> = {},
-  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness' | 'emails'> = {},
+  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness' | 'emails' | 'sip'> = {},
   /** `logTo`: the server's log lines go there (at `logLevel`, default LOG_LEVEL) instead of stdout. */
   logging: { logTo?: DestinationStream; logLevel?: string } = {},
 ): Promise<CallingServer> {
@@ -165,6 +165,7 @@ export async function startCallingServer(
       const number = options.number ?? `+1555${String(port % 1000).padStart(3, '0')}${String(++numberSeq).padStart(4, '0')}`;
       const n = await api('POST', '/numbers', {
         number,
+        ...(options.provider ? { provider: options.provider } : {}),
         assistant_id: assistantId,
         ...(workflowId ? { workflow_id: workflowId } : {}),
       });

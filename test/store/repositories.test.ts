@@ -132,17 +132,17 @@ describe.each(availableDbKinds())('repositories on %s', (kind) => {
   });
 
   it('account settings: upsert, partial update, clear', async () => {
-    expect(await store.account.get(orgA)).toEqual({ webhook: null, twilio: null, outbound: null });
+    expect(await store.account.get(orgA)).toEqual({ webhook: null, twilio: null, outbound: null, sip: null });
     const hook = { url: 'https://example.com/a', secret: 'whsec_y', events: ['status-update'] };
-    expect(await store.account.update(orgA, { webhook: hook })).toEqual({ webhook: hook, twilio: null, outbound: null });
+    expect(await store.account.update(orgA, { webhook: hook })).toEqual({ webhook: hook, twilio: null, outbound: null, sip: null });
     const twilio = { account_sid: `AC${'0'.repeat(32)}`, auth_token: 'token-123456' };
-    expect(await store.account.update(orgA, { twilio })).toEqual({ webhook: hook, twilio, outbound: null });
-    expect(await store.account.update(orgA, { webhook: null })).toEqual({ webhook: null, twilio, outbound: null });
-    expect(await store.account.get(orgB)).toEqual({ webhook: null, twilio: null, outbound: null });
+    expect(await store.account.update(orgA, { twilio })).toEqual({ webhook: hook, twilio, outbound: null, sip: null });
+    expect(await store.account.update(orgA, { webhook: null })).toEqual({ webhook: null, twilio, outbound: null, sip: null });
+    expect(await store.account.get(orgB)).toEqual({ webhook: null, twilio: null, outbound: null, sip: null });
     // the outbound limits: set, kept by other updates, cleared
     const outbound = { max_concurrent_calls: 3, calls_per_second: 0.5 };
-    expect(await store.account.update(orgA, { outbound })).toEqual({ webhook: null, twilio, outbound });
-    expect(await store.account.update(orgA, { webhook: hook })).toEqual({ webhook: hook, twilio, outbound });
-    expect(await store.account.update(orgA, { outbound: null })).toEqual({ webhook: hook, twilio, outbound: null });
+    expect(await store.account.update(orgA, { outbound })).toEqual({ webhook: null, twilio, outbound, sip: null });
+    expect(await store.account.update(orgA, { webhook: hook })).toEqual({ webhook: hook, twilio, outbound, sip: null });
+    expect(await store.account.update(orgA, { outbound: null })).toEqual({ webhook: hook, twilio, outbound: null, sip: null });
   });
 });

@@ -1,0 +1,357 @@
+/**
+ * RTP (RFC 3550) for one call: G.711 audio both ways in 20 ms packets, key presses as
+ * `telephone-event` (RFC 4733), a small jitter buffer, symmetric RTP for NAT, and an RTCP sender
+ * report every 5 s. The call hears μ-law 8 kHz whatever the codec: PCMA is mapped byte by byte.
+ */
+import dgram from 'node:dgram';
+import net from 'node:net';
+import type { Logger } from 'pino';
+import { linearToMulaw, mulawToLinear } from '../../audio/mulaw.js';
+import type { G711 } from './sdp.js';
+
+// ---------------------------------------------------------------------------------------------
+// G.711 A-law ↔ μ-law, by table
+
+function alawToLinear(a: number): number {
+  a ^= 0x55;
+  const sign = a & 0x80;
+  const exponent = (a >> 4) & 0x07;
+  const mantissa = a & 0x0f;
+  let sample = exponent === 0 ? (mantissa << 4) + 8 : ((mantissa << 4) + 0x108) << (exponent - 1);
+  return sign ? sample : -sample;
+}
+
+function linearToAlaw(sample: number): number {
+  let sign = 0x80;
+  if (sample < 0) {
+    sign = 0;
+    sample = -sample - 1;
+  }
+  sample = Math.min(sample, 32_767);
+  let exponent = 7;
+  for (let mask = 0x4000; (sample & mask) === 0 && exponent > 0; mask >>= 1) exponent--;
+  const mantissa = exponent === 0 ? (sample >> 4) & 0x0f : (sample >> (exponent + 3)) & 0x0f;
+  return ((sign | (exponent << 4) | mantissa) ^ 0x55) & 0xff;
+}
+
+export const ALAW_TO_MULAW = new Uint8Array(256);
+export const MULAW_TO_ALAW = new Uint8Array(256);
+for (let i = 0; i < 256; i++) {
+  ALAW_TO_MULAW[i] = linearToMulaw(alawToLinear(i));
+  MULAW_TO_ALAW[i] = linearToAlaw(mulawToLinear(i));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ports
+
+/** The RTP ports of this process: even ports in [min, max), RTCP on the next odd one. */
+export class RtpPorts {
+  private next: number;
+  private readonly used = new Set<number>();
+
+  constructor(
+    private readonly min: number,
+    private readonly max: number,
+  ) {
+    this.next = min + (min % 2);
+  }
+
+  /** Two bound sockets on a free even/odd pair, or an error when the range is exhausted. */
+  async allocate(host: string): Promise<{ rtp: dgram.Socket; rtcp: dgram.Socket; port: number }> {
+    const pairs = Math.max(1, Math.floor((this.max - this.min) / 2));
+    for (let tries = 0; tries < pairs; tries++) {
+      const port = this.next;
+      this.next += 2;
+      if (this.next + 1 > this.max) this.next = this.min + (this.min % 2);
+      if (this.used.has(port)) continue;
+      const type = net.isIPv6(host) ? 'udp6' : 'udp4';
+      const rtp = dgram.createSocket(type);
+      const rtcp = dgram.createSocket(type);
+      const bind = (s: dgram.Socket, p: number) =>
+        new Promise<boolean>((resolve) => {
+          s.once('error', () => resolve(false));
+          s.bind(p, host, () => resolve(true));
+        });
+      if ((await bind(rtp, port)) && (await bind(rtcp, port + 1))) {
+        this.used.add(port);
+        return { rtp, rtcp, port };
+      }
+      rtp.close();
+      rtcp.close();
+    }
+    throw new Error(`no free RTP port pair in ${this.min}–${this.max}`);
+  }
+
+  release(port: number): void {
+    this.used.delete(port);
+  }
+
+  get inUse(): number {
+    return this.used.size;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// packets
+
+export interface RtpPacket {
+  marker: boolean;
+  payloadType: number;
+  seq: number;
+  timestamp: number;
+  ssrc: number;
+  payload: Buffer;
+}
+
+export function parseRtp(b: Buffer): RtpPacket | null {
+  if (b.length < 12 || b[0]! >> 6 !== 2) return null;
+  const cc = b[0]! & 0x0f;
+  let offset = 12 + cc * 4;
+  if (b[0]! & 0x10) {
+    if (b.length < offset + 4) return null;
+    offset += 4 + b.readUInt16BE(offset + 2) * 4;
+  }
+  let end = b.length;
+  if (b[0]! & 0x20) end -= b[b.length - 1]!;
+  if (offset > end) return null;
+  return { marker: (b[1]! & 0x80) !== 0, payloadType: b[1]! & 0x7f, seq: b.readUInt16BE(2), timestamp: b.readUInt32BE(4), ssrc: b.readUInt32BE(8), payload: b.subarray(offset, end) };
+}
+
+function rtpPacket(payloadType: number, marker: boolean, seq: number, timestamp: number, ssrc: number, payload: Buffer): Buffer {
+  const b = Buffer.allocUnsafe(12 + payload.length);
+  b[0] = 0x80;
+  b[1] = (marker ? 0x80 : 0) | payloadType;
+  b.writeUInt16BE(seq & 0xffff, 2);
+  b.writeUInt32BE(timestamp >>> 0, 4);
+  b.writeUInt32BE(ssrc >>> 0, 8);
+  payload.copy(b, 12);
+  return b;
+}
+
+const DTMF_DIGITS = '0123456789*#ABCD';
+
+// ---------------------------------------------------------------------------------------------
+// a call's session
+
+export interface RtpStats {
+  received: number;
+  /** Packets missing in the sequence (never arrived, or arrived too late to play). */
+  lost: number;
+  /** Packets that arrived after their turn, or twice. */
+  late: number;
+  /** Packets from an address that is not the call's peer: dropped. */
+  wrongSource: number;
+  sent: number;
+  /** RFC 3550 interarrival jitter, in ms. */
+  jitterMs: number;
+}
+
+export interface RtpSessionOptions {
+  rtp: dgram.Socket;
+  rtcp: dgram.Socket;
+  port: number;
+  codec: G711;
+  payload: number;
+  dtmfPayload: number | null;
+  /** Where the SDP says to send, and the signalling's source address (both are the peer's). */
+  remote: { address: string; port: number };
+  signallingAddress: string;
+  logger: Logger;
+  /** Caller audio, μ-law 8 kHz, in order. */
+  onAudio(frame: Buffer): void;
+  onDtmf(digit: string): void;
+}
+
+/** Packets held to put them back in order: at most this many (60 ms) before playing on. */
+const JITTER_DEPTH = 3;
+
+export class RtpSession {
+  readonly stats: RtpStats = { received: 0, lost: 0, late: 0, wrongSource: 0, sent: 0, jitterMs: 0 };
+  /** When the last packet of the peer's arrived (performance.now()). */
+  lastPacketAt = performance.now();
+  private target: { address: string; port: number };
+  /** Symmetric RTP: once the peer's first packet arrives, we send to where it came from. */
+  private latched = false;
+  private readonly ssrc = (Math.random() * 2 ** 32) >>> 0;
+  private seq = Math.floor(Math.random() * 0xffff);
+  private timestamp = (Math.random() * 2 ** 32) >>> 0;
+  private marker = true;
+  /** The next sequence number to play, once the first packet set it. */
+  private expected: number | null = null;
+  private readonly held = new Map<number, Buffer>();
+  private transit: number | null = null;
+  private jitter = 0;
+  private lastDtmf: { timestamp: number; ended: boolean } | null = null;
+  private readonly rtcpTimer: NodeJS.Timeout;
+  private closed = false;
+  private octetsSent = 0;
+
+  constructor(private readonly o: RtpSessionOptions) {
+    this.target = { ...o.remote };
+    o.rtp.on('message', (data, rinfo) => this.receive(data, rinfo));
+    o.rtp.on('error', () => undefined);
+    o.rtcp.on('message', () => undefined);
+    o.rtcp.on('error', () => undefined);
+    this.rtcpTimer = setInterval(() => this.senderReport(), 5_000);
+    this.rtcpTimer.unref();
+  }
+
+  get port(): number {
+    return this.o.port;
+  }
+
+  /** The peer moved its media (a re-INVITE). */
+  retarget(remote: { address: string; port: number }): void {
+    this.target = { ...remote };
+    this.latched = false;
+  }
+
+  private fromPeer(address: string): boolean {
+    const plain = address.replace(/^::ffff:/, '');
+    return plain === this.o.remote.address || plain === this.o.signallingAddress || plain === this.target.address;
+  }
+
+  private receive(data: Buffer, rinfo: dgram.RemoteInfo): void {
+    if (this.closed) return;
+    if (!this.fromPeer(rinfo.address)) {
+      this.stats.wrongSource++;
+      return;
+    }
+    const p = parseRtp(data);
+    if (!p) return;
+    if (!this.latched) {
+      this.latched = true;
+      this.target = { address: rinfo.address, port: rinfo.port };
+    }
+    this.lastPacketAt = performance.now();
+    this.stats.received++;
+    if (p.payloadType === this.o.dtmfPayload) return this.dtmf(p);
+    if (p.payloadType !== this.o.payload) return;
+    this.measureJitter(p.timestamp);
+    if (this.expected === null) this.expected = p.seq;
+    const behind = (this.expected - p.seq) & 0xffff;
+    if (behind !== 0 && behind < 0x8000) {
+      this.stats.late++;
+      return;
+    }
+    if (this.held.has(p.seq)) {
+      this.stats.late++;
+      return;
+    }
+    this.held.set(p.seq, p.payload);
+    this.drain();
+  }
+
+  /** Plays what is in order; skips a missing packet once the buffer is deeper than it may be. */
+  private drain(): void {
+    for (;;) {
+      const next = this.held.get(this.expected!);
+      if (next) {
+        this.held.delete(this.expected!);
+        this.expected = (this.expected! + 1) & 0xffff;
+        this.play(next);
+        continue;
+      }
+      if (this.held.size < JITTER_DEPTH) return;
+      // the gap will not be filled in time: counted lost, and on to the oldest held packet
+      let nearest = 0x10000;
+      for (const seq of this.held.keys()) nearest = Math.min(nearest, (seq - this.expected!) & 0xffff);
+      this.stats.lost += nearest;
+      this.expected = (this.expected! + nearest) & 0xffff;
+    }
+  }
+
+  private play(payload: Buffer): void {
+    if (this.o.codec === 'PCMA') {
+      const out = Buffer.allocUnsafe(payload.length);
+      for (let i = 0; i < payload.length; i++) out[i] = ALAW_TO_MULAW[payload[i]!]!;
+      payload = out;
+    }
+    this.o.onAudio(payload);
+  }
+
+  private measureJitter(timestamp: number): void {
+    const arrival = (performance.now() * 8) >>> 0; // in 8 kHz units
+    const transit = (arrival - timestamp) | 0;
+    if (this.transit !== null) {
+      const d = Math.abs((transit - this.transit) | 0);
+      this.jitter += (d - this.jitter) / 16;
+      this.stats.jitterMs = this.jitter / 8;
+    }
+    this.transit = transit;
+  }
+
+  /** RFC 4733: an event's packets share a timestamp; the digit counts once. */
+  private dtmf(p: RtpPacket): void {
+    if (p.payload.length < 4) return;
+    const event = p.payload[0]!;
+    const ended = (p.payload[1]! & 0x80) !== 0;
+    if (this.lastDtmf && this.lastDtmf.timestamp === p.timestamp) {
+      this.lastDtmf.ended ||= ended;
+      return;
+    }
+    this.lastDtmf = { timestamp: p.timestamp, ended };
+    const digit = DTMF_DIGITS[event];
+    if (digit) this.o.onDtmf(digit);
+  }
+
+  /** One 20 ms frame of μ-law, sent as the negotiated codec. */
+  send(frame: Buffer): void {
+    if (this.closed) return;
+    let payload = frame;
+    if (this.o.codec === 'PCMA') {
+      payload = Buffer.allocUnsafe(frame.length);
+      for (let i = 0; i < frame.length; i++) payload[i] = MULAW_TO_ALAW[frame[i]!]!;
+    }
+    const packet = rtpPacket(this.o.payload, this.marker, this.seq, this.timestamp, this.ssrc, payload);
+    this.marker = false;
+    this.seq = (this.seq + 1) & 0xffff;
+    this.timestamp = (this.timestamp + frame.length) >>> 0;
+    this.stats.sent++;
+    this.octetsSent += payload.length;
+    this.o.rtp.send(packet, this.target.port, this.target.address, () => undefined);
+  }
+
+  /** A key press of ours (outbound calls' IVRs): start, then three end packets. */
+  sendDtmf(digit: string): void {
+    const event = DTMF_DIGITS.indexOf(digit.toUpperCase());
+    if (event < 0 || this.o.dtmfPayload === null || this.closed) return;
+    const ts = this.timestamp;
+    const at = (duration: number, end: boolean) => {
+      const payload = Buffer.from([event, (end ? 0x80 : 0) | 10, duration >> 8, duration & 0xff]);
+      this.o.rtp.send(rtpPacket(this.o.dtmfPayload!, duration === 160, this.seq, ts, this.ssrc, payload), this.target.port, this.target.address, () => undefined);
+      this.seq = (this.seq + 1) & 0xffff;
+    };
+    at(160, false);
+    for (let i = 0; i < 3; i++) at(800, true);
+  }
+
+  /** The peer got nothing for a while: the next packet starts a talkspurt (marker bit). */
+  silence(): void {
+    this.marker = true;
+  }
+
+  private senderReport(): void {
+    if (this.closed || !this.latched) return;
+    const b = Buffer.alloc(28);
+    b[0] = 0x80;
+    b[1] = 200;
+    b.writeUInt16BE(6, 2);
+    b.writeUInt32BE(this.ssrc, 4);
+    const ms = Date.now() + 2_208_988_800_000; // NTP epoch
+    b.writeUInt32BE(Math.floor(ms / 1000) >>> 0, 8);
+    b.writeUInt32BE(Math.floor(((ms % 1000) / 1000) * 2 ** 32) >>> 0, 12);
+    b.writeUInt32BE(this.timestamp, 16);
+    b.writeUInt32BE(this.stats.sent >>> 0, 20);
+    b.writeUInt32BE(this.octetsSent >>> 0, 24);
+    this.o.rtcp.send(b, this.target.port + 1, this.target.address, () => undefined);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.rtcpTimer);
+    this.o.rtp.close();
+    this.o.rtcp.close();
+  }
+}
