@@ -52,7 +52,7 @@ COPY assets ./assets
 RUN mkdir -p /data && chown node:node /data
 VOLUME /data
 USER node
-EXPOSE 3000
+EXPOSE 3000 5060/udp 5060/tcp
 # main.ts ends live calls within SHUTDOWN_GRACE_SECONDS (default 30) of SIGTERM, and exits by
 # force 5 s after that: give `docker stop -t` / compose's stop_grace_period more than both
 STOPSIGNAL SIGTERM

@@ -444,6 +444,8 @@ describe('finalizing calls whose process died', () => {
           TWILIO_API_BASE: twilio.url,
           RATE_LIMIT_PER_MINUTE: '0',
           LOG_LEVEL: 'warn',
+          // SIP's default port, 5060, may be another test server's
+          SIP_PORT: '0',
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

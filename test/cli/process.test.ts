@@ -21,7 +21,8 @@ function tempDataDir(): string {
 }
 
 function baseEnv(dataDir: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
+  // SIP off: its default port, 5060, may be another test's
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', SIP_PORT: '0' };
   delete env.DATABASE_URL;
   delete env.REDIS_URL;
   return env;

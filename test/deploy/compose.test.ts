@@ -55,6 +55,7 @@ const OPERATOR_SET = {
   SMTP_URL: 'smtps://calls:secret@smtp.example.com:465',
   SMTP_FROM: 'Acme calls <calls@example.com>',
   RECORDINGS_S3_URL: 's3://AKIAEXAMPLE:secret@acme-recordings/switchboard?region=eu-west-1',
+  SIP_PUBLIC_ADDRESS: '198.51.100.7',
   POSTGRES_PASSWORD: 'a-long-random-password',
 };
 
