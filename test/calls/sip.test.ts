@@ -1,0 +1,281 @@
+/**
+ * Direct SIP end to end (DECISIONS 15): a real SIP phone, Debian's baresip, calls the server's
+ * SIP endpoint over UDP (and TCP) on 127.0.0.1 and talks to the assistant over RTP. Its
+ * microphone is a WAV of sandbox speech; what it heard is read back through the sandbox STT.
+ * Skipped (with a warning) where baresip is not installed; `.ci/run` installs it.
+ */
+import dgram from 'node:dgram';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { mulawDecode, mulawEncode } from '../../src/audio/mulaw.js';
+import { createSandboxStt } from '../../src/providers/sandbox/stt.js';
+import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/tts.js';
+import { Baresip, baresipAvailable, concatSamples, readWav, silence, stopAllBaresip, writeWav } from '../helpers/baresip.js';
+import { eventually, frontDesk, frontDeskWorkflow, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer } from '../helpers/calls.js';
+
+const available = baresipAvailable();
+const RTP_MIN = 31_000;
+
+let s: CallingServer;
+let dir: string;
+let sipPort: number;
+
+beforeAll(async () => {
+  if (!available) return;
+  s = await startCallingServer({ RTP_PORT_MIN: String(RTP_MIN), RTP_PORT_MAX: String(RTP_MIN + 400) }, { sip: { port: 0 } });
+  sipPort = s.runtime.sip!.port;
+  dir = await mkdtemp(join(tmpdir(), 'sb-sip-'));
+  const account = await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } });
+  expect(account.status).toBe(200);
+});
+afterEach(async () => {
+  await stopAllBaresip();
+});
+afterAll(async () => {
+  if (!available) return;
+  await s?.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A WAV of the sandbox voice saying `text`, after `leadSeconds` of silence. */
+async function speech(name: string, text: string, leadSeconds = 0.2): Promise<string> {
+  const path = join(dir, `${name}.wav`);
+  await writeWav(path, concatSamples(silence(leadSeconds), mulawDecode(synthesizeSandboxSpeech(text)), silence(0.5)));
+  return path;
+}
+
+/** The lines the sandbox STT reads in a WAV baresip recorded (8 kHz 16-bit mono). */
+async function heardLines(path: string): Promise<string[]> {
+  const wav = await readWav(path);
+  const mulaw = mulawEncode(wav.samples);
+  const lines: string[] = [];
+  const stt = await createSandboxStt().connect(
+    { provider: 'sandbox' },
+    { onTranscript: (t) => t.isFinal && t.text.trim() && lines.push(t.text.trim()), onError: () => undefined },
+  );
+  for (let i = 0; i < mulaw.length; i += 160) stt.sendAudio(mulaw.subarray(i, i + 160));
+  stt.sendAudio(Buffer.alloc(8000, 0xff));
+  stt.finalize();
+  await new Promise((r) => setTimeout(r, 50));
+  await stt.close();
+  return lines;
+}
+
+/** `eventually`, probe first. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const until = <T,>(probe: () => T | Promise<T>, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> => eventually(what, probe as never, timeoutMs) as never;
+
+const callsOf = async () => (await s.api('GET', '/calls')).json.calls as { id: string; status: string; transport: string }[];
+const callRecord = async (id: string) => (await s.api('GET', `/calls/${id}`)).json.call;
+
+/** The newest call's id, once there is one that was not there before. */
+async function newCall(before: Set<string>): Promise<string> {
+  return until(async () => (await callsOf()).find((c) => !before.has(c.id))?.id, 'a new call');
+}
+
+const knownCalls = async () => new Set((await callsOf()).map((c) => c.id));
+const reportOf = (callId: string) =>
+  until(() => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId), `the report of ${callId}`);
+
+describe.skipIf(!available)('inbound SIP calls', () => {
+  it('end to end over UDP: greeting heard, the caller understood, a transition, the caller hangs up, the report', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+    const phone = await Baresip.start({ name: 'dana', recordWav: join(dir, 'heard-1.wav') });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    await until(async () => (await callRecord(callId)).messages.length >= 1, 'the greeting');
+    await phone.play(await speech('book', 'I would like to book an appointment.', 0.5));
+    await until(async () => (await callRecord(callId)).nodes_visited.includes('booking'), 'the move to booking', 15_000);
+    await until(async () => (await callRecord(callId)).messages.some((m: { content: string }) => /book your appointment/.test(m.content)), 'the reply');
+    await new Promise((r) => setTimeout(r, 1500)); // the reply plays out at the phone
+    await phone.hangup();
+    await phone.waitFor('CALL_CLOSED');
+
+    const report = await reportOf(callId);
+    expect(report.call.type).toBe('inbound_phone_call');
+    expect(report.ended_reason).toBe('customer-ended-call');
+    const record = await callRecord(callId);
+    expect(record.transport).toBe('sip');
+    expect(record.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([
+      ['assistant', 'Hello, this is Acme Dental.'],
+      ['user', 'I would like to book an appointment.'],
+      ['assistant', 'Sure thing.'],
+      ['assistant', 'Let us book your appointment.'],
+    ]);
+    expect(record.customer.number).toBe(phone.user);
+    // what the phone heard, read by the sandbox STT
+    const heard = await heardLines(phone.heardFiles[0]!);
+    expect(heard.join(' ')).toMatch(/Hello, this is Acme Dental\..*Let us book your appointment/);
+    const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
+    expect(metrics).toMatch(/switchboard_sip_requests_total\{method="INVITE"\} [1-9]/);
+    expect(metrics).toMatch(/switchboard_rtp_jitter_seconds_count [1-9]/);
+  }, 60_000);
+
+  it('key presses (RFC 4733) reach the model, and a hang-up by the assistant is a BYE', async () => {
+    const { number } = await s.setUpNumber({
+      provider: 'sip',
+      definition: {
+        version: 1,
+        entry_node: 'menu',
+        nodes: [
+          { id: 'menu', type: 'conversation', first_line: 'Press one for sales.', instructions: 'A keypad menu.' },
+          { id: 'bye', type: 'end', first_line: 'Goodbye.' },
+        ],
+        edges: [{ from: 'menu', to: 'bye', description: 'the caller pressed a DTMF key on the keypad' }],
+      },
+    });
+    const phone = await Baresip.start({ name: 'keys', recordWav: join(dir, 'heard-2.wav') });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    await until(async () => (await callRecord(callId)).messages.length >= 1, 'the menu line');
+    await new Promise((r) => setTimeout(r, 800));
+    await phone.sendDtmf('1');
+    // the end node says goodbye, then the server hangs up: baresip gets a BYE
+    const closed = await phone.waitFor('CALL_CLOSED', 15_000);
+    expect(closed.param).toMatch(/Connection reset by peer|BYE|closed|terminated/i);
+    const report = await reportOf(callId);
+    expect(report.ended_reason).toBe('assistant-ended-call');
+    expect(report.call.nodes_visited ?? (await callRecord(callId)).nodes_visited).toEqual(['menu', 'bye']);
+    expect((await callRecord(callId)).messages.map((m: { content: string }) => m.content)).toEqual(['Press one for sales.', 'DTMF: 1', 'Goodbye.']);
+    expect((await heardLines(phone.heardFiles[0]!)).join(' ')).toMatch(/Press one for sales.*Goodbye/);
+  }, 60_000);
+
+  it('a transfer is a REFER to the destination; the call ends as forwarded', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: transferFlow });
+    const phone = await Baresip.start({ name: 'xfer', acceptTransfer: true });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    await until(async () => (await callRecord(callId)).messages.length >= 1, 'the greeting');
+    await phone.play(await speech('agent', 'I want to speak to a human agent.', 0.5));
+    const transfer = await phone.waitFor('CALL_TRANSFER', 20_000);
+    expect(transfer.param).toMatch(/^<?sip:\+14155550123@127\.0\.0\.1/);
+    const report = await reportOf(callId);
+    expect(report.ended_reason).toBe('call-transferred');
+    expect((await callRecord(callId)).transport).toBe('sip');
+  }, 60_000);
+
+  it('refused before any answer: a call-start check (403), an unknown number (404), a source not allowed (403)', async () => {
+    // the assistant needs a Deepgram key this server does not have: refused at start
+    const { number } = await s.setUpNumber({ provider: 'sip', assistant: sandboxAssistant({ stt_config: { provider: 'deepgram' } }), definition: frontDesk });
+    const phone = await Baresip.start({ name: 'refused' });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    expect((await phone.waitFor('CALL_CLOSED')).param).toMatch(/403/);
+    expect(phone.events.some((e) => e.type === 'CALL_ESTABLISHED')).toBe(false);
+    const callId = await newCall(before);
+    const report = await reportOf(callId);
+    expect(report.ended_reason).toBe('rejected-at-start');
+    expect(report.errors.join(' ')).toMatch(/CALL_REJECTED_MISSING_PROVIDER_KEY/);
+
+    await phone.dial(`sip:+15550009999@127.0.0.1:${sipPort}`);
+    expect((await phone.waitFor('CALL_CLOSED')).param).toMatch(/404/);
+
+    // a Twilio number is not reached over SIP
+    const twilioNumber = (await s.setUpNumber({ definition: frontDesk })).number;
+    await phone.dial(`sip:${twilioNumber}@127.0.0.1:${sipPort}`);
+    expect((await phone.waitFor('CALL_CLOSED')).param).toMatch(/404/);
+
+    const other = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+    await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['203.0.113.0/24'] } } });
+    try {
+      const count = (await callsOf()).length;
+      await phone.dial(`sip:${other.number}@127.0.0.1:${sipPort}`);
+      expect((await phone.waitFor('CALL_CLOSED')).param).toMatch(/403/);
+      expect((await callsOf()).length).toBe(count);
+    } finally {
+      await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } });
+    }
+    const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
+    for (const reason of ['rejected', 'number', 'source']) expect(metrics).toMatch(new RegExp(`switchboard_sip_invites_refused_total\\{reason="${reason}"\\} [1-9]`));
+  }, 60_000);
+
+  it('digest credentials: the right password is let in (over TCP too), a wrong one refused', async () => {
+    await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: [], username: 'acme-trunk', password: 'right-password' } } });
+    try {
+      const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+      const good = await Baresip.start({ name: 'trunk', username: 'acme-trunk', password: 'right-password' });
+      const before = await knownCalls();
+      await good.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+      await good.waitFor('CALL_ESTABLISHED');
+      const callId = await newCall(before);
+      await good.hangup();
+      await good.waitFor('CALL_CLOSED');
+      expect((await reportOf(callId)).ended_reason).toBe('customer-ended-call');
+      expect((await callRecord(callId)).transport).toBe('sip');
+
+      await good.dial(`sip:${number}@127.0.0.1:${sipPort};transport=tcp`);
+      await good.waitFor('CALL_ESTABLISHED');
+      await good.hangup();
+      await good.waitFor('CALL_CLOSED');
+
+      const bad = await Baresip.start({ name: 'intruder', username: 'acme-trunk', password: 'wrong-password' });
+      const count = (await callsOf()).length;
+      await bad.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+      expect((await bad.waitFor('CALL_CLOSED')).param).toMatch(/403/);
+      expect((await callsOf()).length).toBe(count);
+    } finally {
+      await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } });
+    }
+  }, 60_000);
+});
+
+describe.skipIf(!available)('bad input never harms a call', () => {
+  it('malformed messages, an INVITE flood and RTP from another address: the live call goes on, the server stays healthy', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDeskWorkflow() });
+    const phone = await Baresip.start({ name: 'steady', recordWav: join(dir, 'heard-3.wav') });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    await until(async () => (await callRecord(callId)).messages.length >= 1, 'the greeting');
+
+    const udp = dgram.createSocket('udp4');
+    const send = (text: string | Buffer) => new Promise<void>((r) => udp.send(typeof text === 'string' ? Buffer.from(text) : text, sipPort, '127.0.0.1', () => r()));
+    const garbage = [
+      'INVITE sip:x SIP/2.0\r\n\r\n',
+      'SIP/2.0 200 OK\r\nVia: nonsense\r\n\r\n',
+      `INVITE sip:${number}@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKx\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:${number}@127.0.0.1>\r\nCall-ID: bad-sdp\r\nCSeq: 1 INVITE\r\nContent-Length: 5\r\n\r\nv=0\r\n`,
+      Buffer.alloc(1400, 0xff),
+      'OPTIONS sip:a@b SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKy\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>\r\nCall-ID: o\r\nCSeq: 1 OPTIONS\r\nContent-Length: 99999\r\n\r\n',
+    ];
+    for (const g of garbage) await send(g);
+    // a flood of INVITEs to a number that is not ours, each a new transaction
+    for (let i = 0; i < 300; i++) {
+      await send(
+        `INVITE sip:+15550001234@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKflood${i}\r\nFrom: <sip:a@b>;tag=${i}\r\nTo: <sip:+15550001234@127.0.0.1>\r\nCall-ID: flood-${i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n`,
+      );
+    }
+    // RTP from an address that is not the caller's, on every port the calls may have
+    const stranger = dgram.createSocket('udp4');
+    await new Promise<void>((r) => stranger.bind(0, '127.0.0.2', () => r()));
+    const rtp = Buffer.alloc(172, 0x00);
+    rtp[0] = 0x80;
+    for (let port = RTP_MIN; port < RTP_MIN + 400; port += 2) stranger.send(rtp, port, '127.0.0.1');
+    udp.close();
+
+    // the call goes on: the caller is understood and answered
+    await phone.play(await speech('book-2', 'I would like to book an appointment.', 0.3));
+    await until(async () => (await callRecord(callId)).nodes_visited.includes('booking'), 'the move to booking', 15_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    await phone.hangup();
+    await phone.waitFor('CALL_CLOSED');
+    stranger.close();
+    expect((await fetch(`${s.baseUrl}/readyz`)).status).toBe(200);
+    const report = await reportOf(callId);
+    expect(report.ended_reason).toBe('customer-ended-call');
+    expect((await heardLines(phone.heardFiles[0]!)).join(' ')).toMatch(/Acme Dental.*book your appointment/);
+    const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
+    expect(metrics).toMatch(/switchboard_sip_parse_errors_total [1-9]/);
+    expect(metrics).toMatch(/switchboard_rtp_wrong_source_total [1-9]/);
+    // the flood made no calls
+    expect((await callsOf()).filter((c) => !before.has(c.id))).toHaveLength(1);
+  }, 60_000);
+});
