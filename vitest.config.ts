@@ -13,12 +13,13 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/calls/**', 'test/console/**'] },
+        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/calls/**', 'test/console/**', 'test/sip-harness/**'] },
       },
       {
         extends: true,
-        // the console's test runs a web call in real time in Chromium: one file at a time too
-        test: { name: 'calls', include: ['test/calls/**/*.test.ts', 'test/console/**/*.test.ts'], fileParallelism: false },
+        // the console's test runs a web call in real time in Chromium, and the SIP harness's real
+        // phones talk in real time: one file at a time too
+        test: { name: 'calls', include: ['test/calls/**/*.test.ts', 'test/console/**/*.test.ts', 'test/sip-harness/**/*.test.ts'], fileParallelism: false },
       },
     ],
   },

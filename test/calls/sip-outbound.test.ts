@@ -3,7 +3,10 @@
  * `sip` number sends an INVITE to `sip.outbound.proxy`, here a real SIP phone (baresip) standing
  * in for the carrier and the callee at once. Answered, busy, canceled through the API.
  */
+import { createHash } from 'node:crypto';
+import dgram from 'node:dgram';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { header, parseMessage, responseTo, serialize, type SipRequest } from '../../src/telephony/sip/message.js';
 import { Baresip, baresipAvailable, stopAllBaresip } from '../helpers/baresip.js';
 import { eventually, frontDesk, receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
 
@@ -94,4 +97,51 @@ describe.skipIf(!available)('outbound SIP calls', () => {
     expect(res.status).toBe(400);
     expect(res.json.details.join(' ')).toMatch(/sip\.outbound/);
   });
+
+  it('a trunk that asks for credentials gets them: a 407, then the INVITE again with a digest it checks', async () => {
+    // a carrier's proxy on UDP: it challenges, then checks the answer by RFC 2617 (computed here,
+    // not by our own digest code), and says busy to a good one, forbidden to a bad one
+    const md5 = (x: string) => createHash('md5').update(x).digest('hex');
+    const proxy = dgram.createSocket('udp4');
+    await new Promise<void>((r) => proxy.bind(0, '127.0.0.1', () => r()));
+    const invites: SipRequest[] = [];
+    const acks: SipRequest[] = [];
+    proxy.on('message', (data, rinfo) => {
+      const parsed = parseMessage(data);
+      if (!parsed.ok || parsed.message.kind !== 'request') return;
+      const req = parsed.message;
+      if (req.method === 'ACK') return void acks.push(req);
+      if (req.method !== 'INVITE') return;
+      invites.push(req);
+      const auth = header(req, 'proxy-authorization');
+      let answer;
+      if (!auth) {
+        answer = responseTo(req, 407, 'Proxy Authentication Required', 'px1', [
+          ['proxy-authenticate', 'Digest realm="carrier.example", nonce="abc123", qop="auth", algorithm=MD5'],
+        ]);
+      } else {
+        const p = Object.fromEntries([...auth.matchAll(/(\w+)="?([^",]*)"?/g)].map((m) => [m[1], m[2]]));
+        const ha1 = md5('acme:carrier.example:trunk-secret');
+        const ha2 = md5(`INVITE:${p.uri}`);
+        const ok = p.username === 'acme' && p.response === md5(`${ha1}:abc123:${p.nc}:${p.cnonce}:auth:${ha2}`);
+        answer = ok ? responseTo(req, 486, 'Busy Here', 'px2') : responseTo(req, 403, 'Forbidden', 'px2');
+      }
+      proxy.send(serialize(answer), rinfo.port, rinfo.address);
+    });
+    try {
+      const port = (proxy.address() as { port: number }).port;
+      await s.api('PATCH', '/account', { sip: { outbound: { proxy: `sip:127.0.0.1:${port}`, username: 'acme', password: 'trunk-secret' } } });
+      const callId = await place();
+      expect((await reportOf(callId)).ended_reason).toBe('customer-busy');
+      expect(invites).toHaveLength(2);
+      expect(header(invites[0]!, 'proxy-authorization')).toBeUndefined();
+      expect(header(invites[1]!, 'proxy-authorization')).toMatch(/^Digest username="acme", realm="carrier.example"/);
+      expect(header(invites[1]!, 'cseq')).toBe('2 INVITE');
+      expect(header(invites[1]!, 'from')).toMatch(/^<sip:\+14155550100@|^<sip:\+1555/);
+      // each failure was ACKed, on its own transaction
+      await eventually('the ACKs', () => acks.length >= 2);
+    } finally {
+      proxy.close();
+    }
+  }, 30_000);
 });

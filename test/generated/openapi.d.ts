@@ -988,7 +988,7 @@ export interface components {
             number: string;
             name: string | null;
             /** @enum {string} */
-            provider: "twilio";
+            provider: "twilio" | "sip";
             /** Format: uuid */
             assistant_id: string | null;
             /** Format: uuid */
@@ -1024,6 +1024,22 @@ export interface components {
          *           "auth_token": "…6789"
          *         }
          *       },
+         *       "sip": {
+         *         "inbound": {
+         *           "allowed_addresses": [
+         *             "192.76.120.10",
+         *             "64.16.250.0/24"
+         *           ],
+         *           "username": null,
+         *           "password_set": false
+         *         },
+         *         "outbound": {
+         *           "proxy": "sip:sip.telnyx.com",
+         *           "username": "acme-dental",
+         *           "password_set": true,
+         *           "caller_id": "+15550100200"
+         *         }
+         *       },
          *       "outbound": {
          *         "max_concurrent_calls": 10,
          *         "calls_per_second": 1
@@ -1044,6 +1060,20 @@ export interface components {
                 twilio: {
                     account_sid: string;
                     auth_token: string;
+                } | null;
+            };
+            /** @description the SIP trunk (DECISIONS 15); passwords are never shown */
+            sip: {
+                inbound: {
+                    allowed_addresses: string[];
+                    username: string | null;
+                    password_set: boolean;
+                } | null;
+                outbound: {
+                    proxy: string;
+                    username: string | null;
+                    password_set: boolean;
+                    caller_id: string | null;
                 } | null;
             };
             /** @description outbound dialling limits, defaults filled in */
@@ -2942,8 +2972,11 @@ export interface operations {
                 "application/json": {
                     number: string;
                     name?: string | null;
-                    /** @enum {string} */
-                    provider?: "twilio";
+                    /**
+                     * @description who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)
+                     * @enum {string}
+                     */
+                    provider?: "twilio" | "sip";
                     /** Format: uuid */
                     assistant_id?: string | null;
                     /** Format: uuid */
@@ -3199,8 +3232,11 @@ export interface operations {
                 "application/json": {
                     number?: string;
                     name?: string | null;
-                    /** @enum {string} */
-                    provider?: "twilio";
+                    /**
+                     * @description who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)
+                     * @enum {string}
+                     */
+                    provider?: "twilio" | "sip";
                     /** Format: uuid */
                     assistant_id?: string | null;
                     /** Format: uuid */
@@ -3391,6 +3427,25 @@ export interface operations {
                             auth_token: string;
                         } | null;
                     };
+                    sip?: {
+                        inbound?: {
+                            /**
+                             * @description sources whose INVITEs are taken without credentials
+                             * @default []
+                             */
+                            allowed_addresses?: string[];
+                            /** @description digest credentials an INVITE from anywhere else must give */
+                            username?: string;
+                            password?: string;
+                        } | null;
+                        outbound?: {
+                            proxy: string;
+                            username?: string;
+                            password?: string;
+                            /** @description the From number of calls placed through the trunk (default: the number calling) */
+                            caller_id?: string;
+                        } | null;
+                    } | null;
                     /** @description outbound dialling limits (DECISIONS 11); null restores the defaults */
                     outbound?: {
                         /** @description live outbound calls of the organization never exceed this (default 10) */

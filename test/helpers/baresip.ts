@@ -216,9 +216,9 @@ export class Baresip {
     const name = options.name ?? 'baresip';
     const args = ['-f', dir, '-t', String(options.lifetimeSeconds ?? 900), ...(options.sipTrace ? ['-s'] : [])];
     const child = spawn(BARESIP, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    // 'error' without 'exit' when the binary cannot be run at all
+    // 'close': exited and its output all read ('error' instead when the binary cannot be run at all)
     const exited = new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
+      child.once('close', () => resolve());
       child.once('error', () => resolve());
     });
     const b = new Baresip(options, dir, sipPort, ctrlPort, child, exited);
@@ -239,7 +239,7 @@ export class Baresip {
       if (line.includes('baresip is ready.')) ready();
       // the SIP transport failing makes baresip exit (code 98); ctrl_tcp failing does not
       if (line.includes('ctrl_tcp: failed to listen')) portInUse ??= 'ctrl';
-      else if (line.includes('Address already in use')) portInUse ??= 'sip';
+      else if (/SIP(\/TLS)? [Tt]ransport failed: Address already in use/.test(line)) portInUse ??= 'sip';
     };
     lines(child.stdout!, onLine);
     lines(child.stderr!, onLine);
@@ -257,6 +257,7 @@ export class Baresip {
       new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs))),
     ]);
     clearTimeout(timer);
+    if (outcome === 'exited' && child.exitCode === 98) portInUse ??= 'sip'; // EADDRINUSE
     if (outcome !== 'ready' || portInUse) {
       await b.stop({ keepDir: true });
       if (portInUse) throw new PortInUse(portInUse === 'sip', `baresip ${name}: a port is taken (SIP ${sipPort}: UDP and TCP, TCP ${sipPort + 1} for TLS; ctrl_tcp TCP ${ctrlPort}):\n${b.tail()}`);
@@ -282,7 +283,15 @@ export class Baresip {
     const token = String(this.nextToken++);
     const json = JSON.stringify(params === undefined ? { command, token } : { command, params, token });
     return new Promise<string>((resolve, reject) => {
-      this.pending.set(token, { resolve, reject });
+      const timer = setTimeout(() => {
+        this.pending.delete(token);
+        reject(new Error(`baresip ${this.name}: no answer to ${command} within 10 s\n${this.tail(15)}`));
+      }, 10_000);
+      const done = (f: () => void) => {
+        clearTimeout(timer);
+        f();
+      };
+      this.pending.set(token, { resolve: (d) => done(() => resolve(d)), reject: (e) => done(() => reject(e)) });
       ctrl.write(`${Buffer.byteLength(json)}:${json},`);
     });
   }
@@ -402,7 +411,7 @@ export class Baresip {
     return this.stopping;
   }
 
-  /** The last lines of baresip's output and the events, for failure messages. */
+  /** The last lines of baresip's output, for failure messages. */
   tail(lines = 40): string {
     return `--- baresip ${this.name} (sip ${this.sipPort}, ctrl ${this.ctrlPort}) log tail:\n${this.log.slice(-lines).join('\n')}`;
   }
@@ -456,7 +465,9 @@ export class Baresip {
         continue;
       }
       if (msg.response) this.onResponse(msg);
-      else if (msg.event) this.chain = this.chain.then(() => this.onEvent(msg));
+      else if (msg.event) {
+        this.chain = this.chain.then(() => this.onEvent(msg)).catch((err: Error) => void this.log.push(`[harness] event ${text}: ${err.message}`));
+      }
     }
   }
 
@@ -481,7 +492,9 @@ export class Baresip {
       at: Date.now(),
       raw,
     };
-    if (e.type === 'CALL_CLOSED' && this.options.recordWav) await this.saveRecording(this.options.recordWav);
+    if (e.type === 'CALL_CLOSED' && this.options.recordWav) {
+      await this.saveRecording(this.options.recordWav).catch((err: Error) => void this.log.push(`[harness] recordWav: ${err.message}`));
+    }
     const answer = this.options.autoAnswer;
     if (e.type === 'CALL_INCOMING' && typeof answer === 'object') {
       void this.sleep(answer.afterMs).then(() => this.answer().catch(() => undefined));

@@ -80,6 +80,8 @@ export class TwilioTelephony implements OutboundCarrier {
     const to = str('To');
     const number = await this.o.store.numbers.findByNumber(to);
     if (!number) return { status: 404, message: `no number ${to || '(none)'} is registered` };
+    // a number whose calls come over a SIP trunk is not reached through Twilio
+    if (number.provider !== 'twilio') return { status: 404, message: `the number ${to} is not a Twilio number (provider "${number.provider}")` };
     const account = await this.o.store.account.get(number.organization_id);
     const token = account.twilio?.auth_token;
     if (!token || !verifyTwilioSignature(token, url, params, signature)) {
