@@ -54,6 +54,8 @@ export const SIP_REALM = 'switchboard';
 /** How long after the last audio frame we sent the far end has played it (its jitter buffer). */
 const PLAYOUT_MS = 60;
 const ALLOW = 'INVITE, ACK, BYE, CANCEL, OPTIONS, REFER, NOTIFY, INFO';
+/** How long a hang-up waits for the answer to its BYE before the call goes on ending. */
+const BYE_WAIT_MS = 2_000;
 
 /** A number as a Request-URI's user part gives it (`+15550001111`, `15550001111`) → E.164, or null. */
 export function calledNumber(user: string): string | null {
@@ -522,11 +524,19 @@ export class SipTelephony implements OutboundCarrier {
     return dialog.remote;
   }
 
-  private async bye(dialog: Dialog): Promise<void> {
+  /**
+   * Ends the dialog with a BYE. Waits at most `waitMs` for its answer: a peer that never answers
+   * (gone, or unreachable) must not hold the call's end; the transaction retransmits on its own.
+   */
+  private async bye(dialog: Dialog, waitMs = BYE_WAIT_MS): Promise<void> {
     if (dialog.ended) return;
     dialog.ended = true;
-    const response = await this.inDialog(dialog, 'BYE');
-    if (response.status >= 300) this.log.debug({ callId: dialog.callId, status: response.status }, 'BYE answered with an error');
+    const answered = this.inDialog(dialog, 'BYE').then((response) => {
+      if (response.status >= 300) this.log.debug({ callId: dialog.callId, status: response.status }, 'BYE answered with an error');
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([answered, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+    clearTimeout(timer);
   }
 
   /** The dialog's media and timers go; its RTP figures are counted. */
