@@ -275,6 +275,9 @@ describe.skipIf(!available)('bad input never harms a call', () => {
     const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
     expect(metrics).toMatch(/switchboard_sip_parse_errors_total [1-9]/);
     expect(metrics).toMatch(/switchboard_rtp_wrong_source_total [1-9]/);
+    // past 50 refusals in 10 s the source's INVITEs were dropped without a lookup
+    expect(metrics).toMatch(/switchboard_sip_invites_refused_total\{reason="number"\} (4[0-9]|5[0-9])\b/);
+    expect(metrics).toMatch(/switchboard_sip_invites_refused_total\{reason="shunned"\} [1-9]/);
     // the flood made no calls
     expect((await callsOf()).filter((c) => !before.has(c.id))).toHaveLength(1);
   }, 60_000);

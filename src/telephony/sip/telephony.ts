@@ -54,6 +54,11 @@ export const SIP_REALM = 'switchboard';
 /** How long after the last audio frame we sent the far end has played it (its jitter buffer). */
 const PLAYOUT_MS = 60;
 const ALLOW = 'INVITE, ACK, BYE, CANCEL, OPTIONS, REFER, NOTIFY, INFO';
+/** A source with this many INVITEs refused (unknown number, source or credentials) within the window… */
+const REFUSALS_BEFORE_SHUNNING = 50;
+const REFUSAL_WINDOW_MS = 10_000;
+/** …has its INVITEs dropped unanswered for this long. */
+const SHUN_MS = 60_000;
 /** How long a hang-up waits for the answer to its BYE before the call goes on ending. */
 const BYE_WAIT_MS = 2_000;
 
@@ -103,6 +108,8 @@ export class SipTelephony implements OutboundCarrier {
   private readonly dialogs = new Map<string, Dialog>();
   /** Outbound INVITEs not answered yet, by call id: what a cancel stops. */
   private readonly pending = new Map<string, { cancel: () => void }>();
+  /** Refused INVITEs per source address, and until when a source is not heard (`shunned`). */
+  private readonly refusals = new Map<string, { since: number; count: number; until: number }>();
   private readonly log: Logger;
   private readonly m: {
     requests: Counter<'method'>;
@@ -192,6 +199,10 @@ export class SipTelephony implements OutboundCarrier {
     switch (req.method) {
       case 'INVITE':
         if (tagOf(header(req, 'to'))) return this.reInvite(req, tx, inDialog);
+        if (this.shunned(remote.address)) {
+          this.m.refused.inc({ reason: 'shunned' });
+          return tx.finish();
+        }
         void this.invite(req, remote, tx).catch((err: unknown) => {
           this.log.error({ err }, 'INVITE handling failed');
           if (!tx.last || tx.last.status < 200) tx.respond(500, 'Server Internal Error');
@@ -231,8 +242,31 @@ export class SipTelephony implements OutboundCarrier {
     }
   }
 
+  /**
+   * A source whose INVITEs keep being refused (a scanner, a misconfigured trunk) is not heard
+   * for a while: its INVITEs are dropped unanswered, so that a flood costs no lookups.
+   */
+  private shunned(address: string, now = Date.now()): boolean {
+    const entry = this.refusals.get(address);
+    return !!entry && entry.until > now;
+  }
+
+  private noteRefusal(address: string, now = Date.now()): void {
+    let entry = this.refusals.get(address);
+    if (!entry || now - entry.since > REFUSAL_WINDOW_MS) {
+      if (this.refusals.size >= 10_000) this.refusals.clear();
+      entry = { since: now, count: 0, until: 0 };
+      this.refusals.set(address, entry);
+    }
+    if (++entry.count >= REFUSALS_BEFORE_SHUNNING && entry.until <= now) {
+      entry.until = now + SHUN_MS;
+      this.log.warn({ source: address, refused: entry.count, seconds: SHUN_MS / 1000 }, 'a source keeps sending INVITEs that are refused: its INVITEs are dropped for a while');
+    }
+  }
+
   private refuse(tx: ServerTransaction, status: number, reason: string, why: string, remote: Remote, extra: [string, string][] = []): void {
     this.m.refused.inc({ reason: why });
+    if (why === 'number' || why === 'source' || why === 'credentials') this.noteRefusal(remote.address);
     this.log.warn({ remote: remoteKey(remote), status, why, to: header(tx.request, 'to') }, 'INVITE refused');
     tx.respond(status, reason, randomToken(), extra);
   }
