@@ -42,7 +42,7 @@ export const Call = z.object({
   id: z.uuid(),
   type: z.enum(CALL_TYPES),
   status: z.enum(CALL_STATUSES),
-  transport: z.string().describe('what carries the call: twilio, or web (a browser)'),
+  transport: z.string().describe('what carries the call: twilio, sip (a SIP trunk), or web (a browser)'),
   phone_number: z.object({ number: z.string(), name: z.string().nullable() }).nullable().describe('null for a web call'),
   customer: z
     .object({ number: z.string(), name: z.string().nullable().describe('as given to POST /calls; null for inbound calls') })

@@ -1228,7 +1228,7 @@ export interface components {
             type: "inbound_phone_call" | "outbound_phone_call" | "web_call";
             /** @enum {string} */
             status: "queued" | "ringing" | "in-progress" | "forwarding" | "ended";
-            /** @description what carries the call: twilio, or web (a browser) */
+            /** @description what carries the call: twilio, sip (a SIP trunk), or web (a browser) */
             transport: string;
             /** @description null for a web call */
             phone_number: {
