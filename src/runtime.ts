@@ -21,7 +21,7 @@ import type { CallNotifier } from './calls/notifier.js';
 import type { AssistantResolver } from './calls/service.js';
 import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
 import { TwilioTelephony } from './telephony/twilio/transport.js';
-import { defaultSipAddress } from './telephony/sip/addresses.js';
+import { defaultSipAddress, sipPublicAddress } from './telephony/sip/addresses.js';
 import type { SipTimers } from './telephony/sip/endpoint.js';
 import { SipTelephony } from './telephony/sip/telephony.js';
 import { WebTelephony } from './telephony/web/transport.js';
@@ -181,7 +181,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   let sip: SipTelephony | null = null;
   if (o.sip) {
     const liveness = { ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness };
-    const publicAddress = o.config.SIP_PUBLIC_ADDRESS ?? defaultSipAddress(o.config.HOST, o.logger);
+    const publicAddress = await sipPublicAddress(o.config.SIP_PUBLIC_ADDRESS ?? defaultSipAddress(o.config.HOST, o.logger));
     sip = new SipTelephony({
       calls: service,
       callStore,

@@ -31,6 +31,14 @@ export interface OutboundCarrier {
   cancel(record: CallRecord, account: AccountSettings): Promise<void>;
 }
 
+/** What places a `sip` number's calls on a server without SIP: nothing. */
+const SIP_OFF: OutboundCarrier = {
+  kind: 'sip',
+  unusable: () => 'SIP is off on this server (SIP_PORT=0): set SIP_PORT to place calls from sip numbers',
+  place: () => Promise.reject(new Error('SIP is off on this server')),
+  cancel: () => Promise.resolve(),
+};
+
 export interface Customer {
   number: string;
   name?: string | undefined;
@@ -138,9 +146,15 @@ export class OutboundCalls {
     this.stopping = true;
   }
 
-  /** The carrier of a number's provider (or a call's transport); Twilio for anything else. */
+  /**
+   * The carrier of a number's provider (or a call's transport). A `sip` number on a server with
+   * SIP off (SIP_PORT=0) is not dialled through anything else: it is unusable, and says why.
+   */
   private carrier(kind: string): OutboundCarrier {
-    return this.o.carriers[kind] ?? this.o.carriers.twilio!;
+    const carrier = this.o.carriers[kind];
+    if (carrier) return carrier;
+    if (kind === 'sip') return SIP_OFF;
+    return this.o.carriers.twilio!;
   }
 
   close(): Promise<void> {

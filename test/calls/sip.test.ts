@@ -247,12 +247,16 @@ describe.skipIf(!available)('bad input never harms a call', () => {
       'OPTIONS sip:a@b SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKy\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:a@b>\r\nCall-ID: o\r\nCSeq: 1 OPTIONS\r\nContent-Length: 99999\r\n\r\n',
     ];
     for (const g of garbage) await send(g);
-    // a flood of INVITEs to a number that is not ours, each a new transaction
+    // a flood of INVITEs to a number that is not ours, each a new transaction, from an address that
+    // never had a call taken (127.0.0.1 has: a trunk's address is never shunned)
+    const scanner = dgram.createSocket('udp4');
+    await new Promise<void>((r) => scanner.bind(0, '127.0.0.3', () => r()));
     for (let i = 0; i < 300; i++) {
-      await send(
-        `INVITE sip:+15550001234@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKflood${i}\r\nFrom: <sip:a@b>;tag=${i}\r\nTo: <sip:+15550001234@127.0.0.1>\r\nCall-ID: flood-${i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n`,
-      );
+      await new Promise<void>((r) => scanner.send(Buffer.from(
+        `INVITE sip:+15550001234@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.3:9;branch=z9hG4bKflood${i}\r\nFrom: <sip:a@b>;tag=${i}\r\nTo: <sip:+15550001234@127.0.0.1>\r\nCall-ID: flood-${i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n`,
+      ), sipPort, '127.0.0.1', () => r()));
     }
+    scanner.close();
     // RTP from an address that is not the caller's, on every port the calls may have
     const stranger = dgram.createSocket('udp4');
     await new Promise<void>((r) => stranger.bind(0, '127.0.0.2', () => r()));
@@ -275,9 +279,13 @@ describe.skipIf(!available)('bad input never harms a call', () => {
     const metrics = await (await fetch(`${s.baseUrl}/metrics`)).text();
     expect(metrics).toMatch(/switchboard_sip_parse_errors_total [1-9]/);
     expect(metrics).toMatch(/switchboard_rtp_wrong_source_total [1-9]/);
-    // past 50 refusals in 10 s the source's INVITEs were dropped without a lookup
-    expect(metrics).toMatch(/switchboard_sip_invites_refused_total\{reason="number"\} (4[0-9]|5[0-9])\b/);
-    expect(metrics).toMatch(/switchboard_sip_invites_refused_total\{reason="shunned"\} [1-9]/);
+    // past 50 refusals in 10 s the scanner's INVITEs were dropped without a lookup
+    const refused = (reason: string) => Number(new RegExp(`switchboard_sip_invites_refused_total\\{reason="${reason}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+    // (some of the 300 datagrams may never reach us: the socket's buffer overflows, as in a real flood)
+    expect(refused('shunned')).toBeGreaterThan(50);
+    // looked up: the 50 before shunning, and at most the 20 in flight then
+    expect(refused('number')).toBeGreaterThanOrEqual(50);
+    expect(refused('number')).toBeLessThanOrEqual(70);
     // the flood made no calls
     expect((await callsOf()).filter((c) => !before.has(c.id))).toHaveLength(1);
   }, 60_000);

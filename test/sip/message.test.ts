@@ -141,6 +141,8 @@ describe('SIP messages', () => {
     expect(calledNumber('+15550001111')).toBe('+15550001111');
     expect(calledNumber('15550001111')).toBe('+15550001111');
     expect(calledNumber('alice')).toBeNull();
+    // number portability parameters in the user part (RFC 4694)
+    expect(parseUri('sip:+15551234567;npdi;rn=+15559990000@10.0.0.1;user=phone')).toMatchObject({ user: '+15551234567', host: '10.0.0.1' });
   });
 });
 
@@ -155,6 +157,20 @@ describe('digest authentication', () => {
     expect(verifyDigest(auth, 'INVITE', creds, 'other')).toBe('wrong');
     expect(verifyDigest(undefined, 'INVITE', creds, 'switchboard')).toBe('missing');
     expect(verifyDigest('Basic abc', 'INVITE', creds, 'switchboard')).toBe('wrong');
+  });
+
+  it('an answer for another Request-URI, bytes a response never holds, or an endless header: wrong, never a throw', () => {
+    const auth = answerChallenge(challenge('switchboard'), 'INVITE', 'sip:+1555@h', creds)!;
+    expect(verifyDigest(auth, 'INVITE', creds, 'switchboard', 'sip:+1555@h')).toBe('ok');
+    expect(verifyDigest(auth, 'INVITE', creds, 'switchboard', 'sip:+1666@h')).toBe('wrong');
+    const odd = auth.replace(/response="[0-9a-f]{32}"/, `response="${'é'.repeat(32)}"`);
+    expect(verifyDigest(odd, 'INVITE', creds, 'switchboard')).toBe('wrong');
+    const long = `Digest ${'a'.repeat(15_000)}`;
+    const started = performance.now();
+    expect(verifyDigest(long, 'INVITE', creds, 'switchboard')).toBe('wrong');
+    expect(verifyDigest(`Digest ${'x="y", '.repeat(300)}`, 'INVITE', creds, 'switchboard')).toBe('wrong');
+    expect(performance.now() - started).toBeLessThan(50);
+    fc.assert(fc.property(fc.string({ maxLength: 600 }), (v) => void verifyDigest(`Digest ${v}`, 'INVITE', creds, 'switchboard')), { numRuns: 1000 });
   });
 
   it('a nonce we did not make is refused, however the response is computed', () => {
@@ -173,13 +189,26 @@ describe('SDP', () => {
 
   it('takes PCMU or PCMA, in the offer\'s order, with telephone-event', () => {
     const n = negotiate(sdp('audio 4000 RTP/AVP 8 0 101', 'a=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-16\r\n'));
-    expect(n).toEqual({ codec: 'PCMA', payload: 8, dtmfPayload: 101, address: '10.0.0.5', port: 4000 });
+    expect(n).toEqual({ codec: 'PCMA', payload: 8, dtmfPayload: 101, address: '10.0.0.5', port: 4000, direction: 'sendrecv', declined: [], audioIndex: 0 });
     const answered = negotiate(answer({ address: '127.0.0.1', port: 10002, sessionId: 7 }, n as never));
     expect(answered).toMatchObject({ codec: 'PCMA', dtmfPayload: 101, address: '127.0.0.1', port: 10002 });
     expect(negotiate(offer({ address: '127.0.0.1', port: 10004, sessionId: 1 }))).toMatchObject({ codec: 'PCMU', dtmfPayload: 101 });
   });
 
+  it('mirrors a hold, and answers every stream of the offer (others with port 0)', () => {
+    const held = negotiate(sdp('audio 4000 RTP/AVP 0', 'a=sendonly\r\n'));
+    expect(held).toMatchObject({ direction: 'sendonly' });
+    const answered = answer({ address: '127.0.0.1', port: 10_002, sessionId: 1 }, held as never);
+    expect(answered).toMatch(/a=recvonly/);
+    const both = negotiate(`v=0\r\no=- 1 1 IN IP4 10.0.0.5\r\ns=-\r\nc=IN IP4 10.0.0.5\r\nt=0 0\r\nm=video 5000 RTP/AVP 96\r\na=rtpmap:96 VP8/90000\r\nm=audio 4000 RTP/AVP 0\r\n`);
+    expect(both).toMatchObject({ audioIndex: 1, declined: [{ type: 'video' }] });
+    const lines = answer({ address: '127.0.0.1', port: 10_002, sessionId: 1 }, both as never).split('\r\n').filter((l) => l.startsWith('m='));
+    expect(lines).toEqual(['m=video 0 RTP/AVP 96', 'm=audio 10002 RTP/AVP 0']);
+  });
+
   it.each([
+    ['a port RTP cannot use', sdp('audio 99999 RTP/AVP 0'), /not one RTP can use/],
+    ['port 65535 (RTCP would be past the last port)', sdp('audio 65535 RTP/AVP 0'), /not one RTP can use/],
     ['no common codec', sdp('audio 4000 RTP/AVP 9 18'), /no common codec/],
     ['no audio', sdp('video 4000 RTP/AVP 96'), /no audio/],
     ['SRTP', sdp('audio 4000 RTP/SAVP 0'), /RTP\/SAVP/],

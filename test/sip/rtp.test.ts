@@ -71,6 +71,42 @@ describe('RTP session', () => {
     expect(rtp.stats).toMatchObject({ lost: 1, late: 2 });
   });
 
+  it('a new stream (another SSRC) starts the buffer again instead of counting its packets late', async () => {
+    const { send, settle, frames, rtp } = await session();
+    for (const seq of [5000, 5001, 5002]) await send(packet(seq, 0, frame(1)));
+    const other = (seq: number) => {
+      const b = packet(seq, 0, frame(2));
+      b.writeUInt32BE(0x9999, 8);
+      return b;
+    };
+    for (const seq of [10, 11, 12, 13]) await send(other(seq));
+    await settle();
+    expect(frames.map((f) => f[0])).toEqual([1, 1, 1, 2, 2, 2, 2]);
+    expect(rtp.stats).toMatchObject({ lost: 0, late: 0 });
+  });
+
+  it('key presses take sequence numbers without counting as lost audio', async () => {
+    const { send, settle, frames, rtp, digits } = await session();
+    await send(packet(1, 0, frame(1)));
+    for (let seq = 2; seq <= 9; seq++) await send(packet(seq, 101, Buffer.from([5, seq === 9 ? 0x80 : 0, 0, 160]), 999));
+    await send(packet(10, 0, frame(10)));
+    await settle();
+    expect(frames.map((f) => f[0])).toEqual([1, 10]);
+    expect(digits).toEqual(['5']);
+    expect(rtp.stats.lost).toBe(0);
+  });
+
+  it('never sends to a port past the last (a peer at 65535 has no RTCP port): no throw', async () => {
+    const { rtp } = await session();
+    rtp.retarget({ address: '127.0.0.1', port: 65_535 });
+    expect(() => rtp.send(frame(1))).not.toThrow();
+    // as after the peer's first packet came from port 65535
+    const inside = rtp as unknown as { senderReport(): void; latched: boolean; target: { address: string; port: number } };
+    inside.latched = true;
+    expect(inside.target.port).toBe(65_535);
+    expect(() => inside.senderReport()).not.toThrow();
+  });
+
   it('goes on across the sequence number wrap', async () => {
     const { send, settle, frames, rtp } = await session();
     for (const seq of [65534, 65535, 0, 1]) await send(packet(seq, 0, frame(seq & 0xff)));

@@ -1,4 +1,5 @@
 /** Trunk addresses: the sources an organization takes INVITEs from, and its outbound proxy. */
+import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import os from 'node:os';
 import type { Logger } from 'pino';
@@ -66,4 +67,17 @@ export function defaultSipAddress(host: string, logger: Logger): string | undefi
   const address = external?.address ?? '127.0.0.1';
   logger.warn({ address }, 'SIP_PUBLIC_ADDRESS is unset: our SDP and Contact give this machine\'s address; behind NAT, set it');
   return address;
+}
+
+/**
+ * SIP_PUBLIC_ADDRESS as our SDP and Contact need it: an IP address (carriers take no host name in
+ * SDP's `c=` line). A host name is resolved once, at start; one that does not resolve stops the start.
+ */
+export async function sipPublicAddress(value: string | undefined): Promise<string | undefined> {
+  if (value === undefined || net.isIP(value) !== 0) return value;
+  try {
+    return (await lookup(value)).address;
+  } catch (err) {
+    throw new Error(`SIP_PUBLIC_ADDRESS ${value} does not resolve to an address: ${(err as Error).message}`);
+  }
 }

@@ -9,14 +9,31 @@ const md5 = (s: string) => createHash('md5').update(s).digest('hex');
 const NONCE_TTL_MS = 5 * 60_000;
 const KEY = randomBytes(32);
 
-/** `Digest a="b", c=d` → its parameters (names lower-cased), or null for another scheme. */
+/** Longer `Authorization` values are refused unread: a real one is a few hundred bytes. */
+const MAX_DIGEST_LENGTH = 2048;
+
+/** `Digest a="b", c=d` → its parameters (names lower-cased), or null for another scheme or a malformed one. */
 export function parseDigest(value: string): Map<string, string> | null {
-  const m = /^\s*Digest\s+(.*)$/is.exec(value);
+  if (value.length > MAX_DIGEST_LENGTH) return null;
+  const m = /^\s*Digest\s+/i.exec(value);
   if (!m) return null;
   const params = new Map<string, string>();
-  const re = /([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))\s*(?:,|$)/g;
-  for (let r = re.exec(m[1]!); r; r = re.exec(m[1]!)) params.set(r[1]!.toLowerCase(), r[2] ?? r[3] ?? '');
+  // one pass, each parameter where the last ended (sticky): linear in the header's length
+  const re = /\s*([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,"]+))\s*(?:,|$)/y;
+  re.lastIndex = m[0].length;
+  while (re.lastIndex < value.length) {
+    const r = re.exec(value);
+    if (!r) return null;
+    params.set(r[1]!.toLowerCase(), r[2] ?? r[3] ?? '');
+  }
   return params;
+}
+
+/** Equal strings in constant time, whatever bytes they hold. */
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 export function newNonce(now = Date.now()): string {
@@ -28,7 +45,7 @@ function nonceValid(nonce: string, now = Date.now()): boolean {
   const [ts, sig] = nonce.split('.');
   if (!ts || !sig || !/^[0-9a-f]{1,12}$/.test(ts)) return false;
   const expected = createHmac('sha256', KEY).update(ts).digest('base64url').slice(0, 22);
-  if (expected.length !== sig.length || !timingSafeEqual(Buffer.from(expected), Buffer.from(sig))) return false;
+  if (!same(expected, sig)) return false;
   const age = now - parseInt(ts, 16);
   return age >= 0 && age <= NONCE_TTL_MS;
 }
@@ -40,11 +57,21 @@ export function challenge(realm: string, stale = false): string {
 
 export type DigestCheck = 'ok' | 'missing' | 'stale' | 'wrong';
 
-/** Checks an `Authorization` header against the trunk's username and password. */
-export function verifyDigest(authorization: string | undefined, method: string, creds: { username: string; password: string }, realm: string): DigestCheck {
+/**
+ * Checks an `Authorization` header against the trunk's username and password, for a request to
+ * `requestUri` (the answer must be for that URI: one captured for another request does not pass).
+ */
+export function verifyDigest(
+  authorization: string | undefined,
+  method: string,
+  creds: { username: string; password: string },
+  realm: string,
+  requestUri?: string,
+): DigestCheck {
   if (!authorization) return 'missing';
   const p = parseDigest(authorization);
   if (!p) return 'wrong';
+  if (requestUri !== undefined && p.get('uri') !== requestUri) return 'wrong';
   const nonce = p.get('nonce') ?? '';
   if ((p.get('algorithm') ?? 'MD5').toUpperCase() !== 'MD5') return 'wrong';
   if (p.get('username') !== creds.username || p.get('realm') !== realm) return 'wrong';
@@ -53,8 +80,7 @@ export function verifyDigest(authorization: string | undefined, method: string, 
   const ha2 = md5(`${method}:${uri}`);
   const qop = p.get('qop');
   const expected = qop === 'auth' ? md5(`${ha1}:${nonce}:${p.get('nc') ?? ''}:${p.get('cnonce') ?? ''}:auth:${ha2}`) : md5(`${ha1}:${nonce}:${ha2}`);
-  const given = p.get('response') ?? '';
-  if (given.length !== expected.length || !timingSafeEqual(Buffer.from(given), Buffer.from(expected))) return 'wrong';
+  if (!same(p.get('response') ?? '', expected)) return 'wrong';
   return nonceValid(nonce) ? 'ok' : 'stale';
 }
 

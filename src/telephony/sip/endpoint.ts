@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import {
   header,
   newBranch,
+  tagOf,
   parseCSeq,
   parseMessage,
   parseVia,
@@ -42,6 +43,19 @@ export interface SipTimers {
 
 export const DEFAULT_TIMERS: SipTimers = { t1Ms: 500, t2Ms: 4000 };
 
+/** Server transactions kept at once (each lives 32 s after its answer): past it, new requests are dropped. */
+const MAX_SERVER_TRANSACTIONS = 20_000;
+/** Inbound TCP connections: in all, and from one address. */
+const MAX_TCP_CONNECTIONS = 1_000;
+const MAX_TCP_PER_ADDRESS = 64;
+/** A TCP connection with no traffic and no live dialog is closed after this long. */
+const TCP_IDLE_MS = 60_000;
+/** An INVITE that rang (a provisional answer) and then got no final answer for this long ends as timed out. */
+const PROCEEDING_LIMIT_MS = 5 * 60_000;
+
+/** Whether we have an open TCP connection to `remote` (requests there need none: one is made). */
+export type ConnectionCheck = (remote: Remote) => boolean;
+
 export interface SipEndpointOptions {
   host: string;
   port: number;
@@ -51,8 +65,10 @@ export interface SipEndpointOptions {
   timers?: Partial<SipTimers>;
   /** A new request (retransmissions never come here). */
   onRequest(request: SipRequest, remote: Remote, tx: ServerTransaction): void;
-  /** Counts what happens, for the metrics: `parse_error`, `request:<METHOD>`, `response:<code>`, `timeout:<METHOD>`. */
+  /** Counts what happens, for the metrics: `parse_error`, `request:<METHOD>`, `response:<code>`, `timeout:<METHOD>`, `overload`. */
   count?(what: string): void;
+  /** Whether a live dialog uses this TCP connection (it is then not closed for idleness). */
+  inUse?(remote: Remote): boolean;
 }
 
 /** One request of a peer's, to answer. */
@@ -89,6 +105,8 @@ export class ServerTransaction {
 
   send(response: SipResponse): void {
     if (this.done) return;
+    // one final answer per request: a second (a refusal racing a CANCEL's 487) is not sent
+    if (this.last && this.last.status >= 200) return;
     this.last = response;
     this.endpoint.send(response, this.remote);
     if (response.status < 200) return;
@@ -109,18 +127,23 @@ export class ServerTransaction {
         this.finish();
       }, 64 * t.t1Ms);
     } else {
-      // kept for retransmissions of the request (timer J), then forgotten
-      this.expiry = setTimeout(() => this.finish(), 64 * t.t1Ms);
+      // kept for retransmissions of the request (timer J: 64×T1 over UDP, none over TCP), then forgotten
+      this.expiry = setTimeout(() => this.finish(), this.remote.protocol === 'UDP' ? 64 * t.t1Ms : 0);
     }
   }
 
-  /** A CANCEL for this INVITE arrived before its final answer. */
+  /** A CANCEL for this INVITE arrived before its final answer (`onCancel` handlers have run, or will at once). */
+  cancelRequested = false;
+
+  /** Runs `handler` when a CANCEL arrives before the final answer; at once if one already did. */
   onCancel(handler: () => void): void {
-    this.cancelHandlers.push(handler);
+    if (this.cancelRequested) handler();
+    else this.cancelHandlers.push(handler);
   }
 
   /** @internal */
   canceled(): void {
+    this.cancelRequested = true;
     for (const h of this.cancelHandlers.splice(0)) h();
   }
 
@@ -146,6 +169,8 @@ interface ClientTransaction {
   remote: Remote;
   resolve(response: SipResponse): void;
   onProvisional?(response: SipResponse): void;
+  /** A copy of a 2xx to an INVITE after the first: its ACK must go again. */
+  onFinalCopy?(response: SipResponse): void;
   timer: NodeJS.Timeout | null;
   expiry: NodeJS.Timeout;
   final: boolean;
@@ -161,6 +186,8 @@ export class SipEndpoint {
   /** INVITE server transactions by Call-ID and CSeq number: where an ACK goes. */
   private readonly invites = new Map<string, ServerTransaction>();
   private readonly clients = new Map<string, ClientTransaction>();
+  /** Open inbound TCP connections per source address. */
+  private readonly perAddress = new Map<string, number>();
   private readonly log: Logger;
   private boundPort = 0;
   private closed = false;
@@ -197,7 +224,23 @@ export class SipEndpoint {
     });
     this.udp = udp;
     this.boundPort = udp.address().port;
-    const tcp = net.createServer((socket) => this.attach(socket));
+    const tcp = net.createServer((socket) => {
+      const address = socket.remoteAddress ?? '';
+      const open = this.perAddress.get(address) ?? 0;
+      if (open >= MAX_TCP_PER_ADDRESS) {
+        this.o.count?.('overload');
+        socket.destroy();
+        return;
+      }
+      this.perAddress.set(address, open + 1);
+      socket.once('close', () => {
+        const n = (this.perAddress.get(address) ?? 1) - 1;
+        if (n > 0) this.perAddress.set(address, n);
+        else this.perAddress.delete(address);
+      });
+      this.attach(socket);
+    });
+    tcp.maxConnections = MAX_TCP_CONNECTIONS;
     tcp.on('error', (err) => this.log.error({ err }, 'SIP TCP server error'));
     await new Promise<void>((resolve, reject) => {
       tcp.once('error', reject);
@@ -227,13 +270,22 @@ export class SipEndpoint {
         socket.destroy();
       }
     });
-    // an idle connection nobody uses goes (peers reconnect)
-    socket.setTimeout(10 * 60_000, () => socket.destroy());
+    // an idle connection goes, unless a live call's dialog rides on it (SIP is silent mid-call);
+    // a request of ours after it went connects to the peer's Contact (SipTelephony.targetOf)
+    socket.setTimeout(TCP_IDLE_MS, () => {
+      if (!this.o.inUse?.(remote)) socket.destroy();
+    });
     socket.on('error', () => undefined);
     socket.on('close', () => {
       if (this.connections.get(key) === socket) this.connections.delete(key);
     });
     return remote;
+  }
+
+  /** Whether a TCP connection to `remote` is open now. */
+  connected(remote: Remote): boolean {
+    const socket = this.connections.get(remoteKey(remote));
+    return !!socket && !socket.destroyed;
   }
 
   /** Sends one message, as is (no transaction). */
@@ -285,7 +337,9 @@ export class SipEndpoint {
       this.o.count?.('parse_error');
       return;
     }
-    const branch = via.params.get('branch') ?? '';
+    // RFC 2543 peers' branches are not unique: their transactions go by Call-ID, CSeq and From tag
+    const given = via.params.get('branch') ?? '';
+    const branch = given.startsWith('z9hG4bK') ? given : `${header(m, 'call-id')}|${cseq.seq}|${tagOf(header(m, 'from'))}|${given}`;
     if (m.method === 'ACK') {
       const invite = this.invites.get(`${header(m, 'call-id')}|${cseq.seq}`);
       if (invite && !invite.acked) invite.ack(m);
@@ -296,6 +350,11 @@ export class SipEndpoint {
     if (existing) {
       // a retransmission: the answer again (an INVITE still being decided gets its 100 again)
       if (existing.last) this.send(existing.last, remote);
+      return;
+    }
+    if (this.servers.size >= MAX_SERVER_TRANSACTIONS) {
+      // a flood past what any trunk sends: new requests are dropped unread rather than kept
+      this.o.count?.('overload');
       return;
     }
     this.o.count?.(`request:${m.method}`);
@@ -345,10 +404,14 @@ export class SipEndpoint {
     this.o.count?.(`response:${m.status}`);
     if (!tx) return;
     if (m.status < 200) {
-      if (tx.request.method === 'INVITE' && tx.timer) {
-        // a provisional answer stops an INVITE's retransmissions
-        clearTimeout(tx.timer);
+      if (tx.request.method === 'INVITE' && !tx.final) {
+        // a provisional answer stops an INVITE's retransmissions, and its timeout (timer B): the
+        // call may ring for long. The caller's ring limit CANCELs it; should even that get no
+        // final answer, the transaction ends as timed out after PROCEEDING_LIMIT_MS.
+        if (tx.timer) clearTimeout(tx.timer);
         tx.timer = null;
+        clearTimeout(tx.expiry);
+        tx.expiry = setTimeout(() => this.timeOut(key, tx), PROCEEDING_LIMIT_MS);
       }
       if (!tx.final) tx.onProvisional?.(m);
       return;
@@ -357,13 +420,18 @@ export class SipEndpoint {
       // the ACK of a failed INVITE is part of its transaction (same branch), sent for each copy
       this.send(this.ackFor(tx.request, m), tx.remote);
     }
-    if (tx.final) return;
+    if (tx.final) {
+      if (m.status < 300) tx.onFinalCopy?.(m);
+      return;
+    }
     tx.final = true;
     if (tx.timer) clearTimeout(tx.timer);
     tx.resolve(m);
-    // kept a while so that copies of the final answer are absorbed (and a failed INVITE's re-ACKed)
+    // kept a while so that copies of the final answer are absorbed, a failed INVITE's re-ACKed and
+    // a 2xx's ACK sent again (over TCP too: the 2xx is retransmitted end to end)
     clearTimeout(tx.expiry);
-    tx.expiry = setTimeout(() => this.clients.delete(key), tx.remote.protocol === 'UDP' ? 64 * this.timers.t1Ms : 0);
+    const keep = tx.remote.protocol === 'UDP' || (tx.request.method === 'INVITE' && m.status < 300) ? 64 * this.timers.t1Ms : 0;
+    tx.expiry = setTimeout(() => this.clients.delete(key), keep);
   }
 
   /** The ACK of a non-2xx answer to `invite` (RFC 3261 §17.1.1.3). */
@@ -390,8 +458,14 @@ export class SipEndpoint {
    * `408 Request Timeout` when none comes in 64×T1 (RFC 3261 timers B and F). The request's Via
    * is set here. ACKs of 2xx answers go by `send`: they are no transaction.
    */
-  request(request: SipRequest, remote: Remote, onProvisional?: (response: SipResponse) => void): Promise<SipResponse> {
-    const branch = newBranch();
+  request(
+    request: SipRequest,
+    remote: Remote,
+    onProvisional?: (response: SipResponse) => void,
+    options: { branch?: string; onFinalCopy?: (response: SipResponse) => void } = {},
+  ): Promise<SipResponse> {
+    // a CANCEL carries its INVITE's branch (RFC 3261 §9.1); anything else a new one
+    const branch = options.branch ?? newBranch();
     request.headers.set('via', [this.via(remote, branch)]);
     if (!request.headers.has('max-forwards')) request.headers.set('max-forwards', ['70']);
     const key = `${branch}|${request.method}`;
@@ -402,16 +476,10 @@ export class SipEndpoint {
         remote,
         resolve,
         ...(onProvisional ? { onProvisional } : {}),
+        ...(options.onFinalCopy ? { onFinalCopy: options.onFinalCopy } : {}),
         timer: null,
         final: false,
-        expiry: setTimeout(() => {
-          if (tx.timer) clearTimeout(tx.timer);
-          this.clients.delete(key);
-          if (tx.final) return;
-          tx.final = true;
-          this.o.count?.(`timeout:${request.method}`);
-          resolve(responseTo(request, 408, 'Request Timeout'));
-        }, 64 * t.t1Ms),
+        expiry: setTimeout(() => this.timeOut(key, tx), 64 * t.t1Ms),
       };
       this.clients.set(key, tx);
       this.send(request, remote);
@@ -426,6 +494,16 @@ export class SipEndpoint {
         tx.timer = setTimeout(again, interval);
       }
     });
+  }
+
+  /** A client transaction with no final answer in time: a synthesized 408. */
+  private timeOut(key: string, tx: ClientTransaction): void {
+    if (tx.timer) clearTimeout(tx.timer);
+    this.clients.delete(key);
+    if (tx.final) return;
+    tx.final = true;
+    this.o.count?.(`timeout:${tx.request.method}`);
+    tx.resolve(responseTo(tx.request, 408, 'Request Timeout'));
   }
 
   /** Stops: pending client transactions resolve as timed out; sockets close. */

@@ -193,9 +193,12 @@ export interface SipUri {
 
 /** `sip:user@host:port;params?headers` (the user part unescaped). */
 export function parseUri(text: string): SipUri | null {
-  const r = /^(sips?):(?:([^@;?]*)@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?((?:;[^?]*)?)(?:\?.*)?$/i.exec(text.trim());
+  const r = /^(sips?):(?:([^@?]*)@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?((?:;[^?]*)?)(?:\?.*)?$/i.exec(text.trim());
   if (!r) return null;
   let user = r[2] ?? '';
+  // telephone-subscriber parameters (`+15551234567;npdi;rn=+15559990000`, RFC 4694) go
+  const semi = user.indexOf(';');
+  if (semi >= 0) user = user.slice(0, semi);
   const colon = user.indexOf(':');
   if (colon >= 0) user = user.slice(0, colon); // user:password
   try {
@@ -248,6 +251,9 @@ export function responseTo(request: SipRequest, status: number, reason: string, 
   headers.set('to', [to]);
   headers.set('call-id', [header(request, 'call-id')!]);
   headers.set('cseq', [header(request, 'cseq')!]);
+  // a dialog-making answer carries the proxies' Record-Route back (RFC 3261 §12.1.1)
+  const recordRoute = request.headers.get('record-route');
+  if (recordRoute && request.method === 'INVITE' && status > 100 && status < 300) headers.set('record-route', [...recordRoute]);
   for (const [name, value] of extra) {
     const have = headers.get(name);
     if (have) have.push(value);

@@ -164,6 +164,15 @@ export interface RtpSessionOptions {
 
 /** Packets held to put them back in order: at most this many (60 ms) before playing on. */
 const JITTER_DEPTH = 3;
+/** A sequence jump larger than this is a new stream, not loss. */
+const MAX_JUMP = 100;
+/** A sequence number used by something that plays nothing (a key press, comfort noise). */
+const NOTHING = Buffer.alloc(0);
+
+/** RFC 1918, CGNAT (100.64/10), link-local and IPv6 unique-local addresses. */
+export function isPrivateAddress(address: string): boolean {
+  return /^(10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|100\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.|169\.254\.|f[cd][0-9a-f]{2}:)/i.test(address);
+}
 
 export class RtpSession {
   readonly stats: RtpStats = { received: 0, lost: 0, late: 0, wrongSource: 0, sent: 0, jitterMs: 0 };
@@ -186,8 +195,14 @@ export class RtpSession {
   private closed = false;
   private octetsSent = 0;
 
+  /** The SDP's address is private and not the signalling's: the first source is latched. */
+  private readonly natPeer: boolean;
+  /** The SSRC of the stream being played. */
+  private ssrcIn: number | null = null;
+
   constructor(private readonly o: RtpSessionOptions) {
     this.target = { ...o.remote };
+    this.natPeer = isPrivateAddress(o.remote.address) && o.remote.address !== o.signallingAddress;
     o.rtp.on('message', (data, rinfo) => this.receive(data, rinfo));
     o.rtp.on('error', () => undefined);
     o.rtcp.on('message', () => undefined);
@@ -208,7 +223,11 @@ export class RtpSession {
 
   private fromPeer(address: string): boolean {
     const plain = address.replace(/^::ffff:/, '');
-    return plain === this.o.remote.address || plain === this.o.signallingAddress || plain === this.target.address;
+    if (plain === this.o.remote.address || plain === this.o.signallingAddress || plain === this.target.address) return true;
+    // a peer behind NAT whose SDP gives its private address (and whose signalling comes through a
+    // proxy): its media comes from the NAT's public address, which we cannot know in advance.
+    // The first source is taken (symmetric RTP), and only that one after it.
+    return this.natPeer && !this.latched;
   }
 
   private receive(data: Buffer, rinfo: dgram.RemoteInfo): void {
@@ -225,20 +244,25 @@ export class RtpSession {
     }
     this.lastPacketAt = performance.now();
     this.stats.received++;
-    if (p.payloadType === this.o.dtmfPayload) return this.dtmf(p);
-    if (p.payloadType !== this.o.payload) return;
-    this.measureJitter(p.timestamp);
+    // a new stream (another SSRC, or a jump in sequence: a re-INVITE, a media server switch)
+    // starts the buffer again (RFC 3550 A.1), rather than counting all its packets late
+    if (this.ssrcIn !== p.ssrc || (this.expected !== null && Math.min((p.seq - this.expected) & 0xffff, (this.expected - p.seq) & 0xffff) > MAX_JUMP)) {
+      this.ssrcIn = p.ssrc;
+      this.expected = null;
+      this.held.clear();
+      this.transit = null;
+    }
     if (this.expected === null) this.expected = p.seq;
     const behind = (this.expected - p.seq) & 0xffff;
-    if (behind !== 0 && behind < 0x8000) {
+    if ((behind !== 0 && behind < 0x8000) || this.held.has(p.seq)) {
       this.stats.late++;
       return;
     }
-    if (this.held.has(p.seq)) {
-      this.stats.late++;
-      return;
-    }
-    this.held.set(p.seq, p.payload);
+    if (p.payloadType === this.o.dtmfPayload) this.dtmf(p);
+    const audio = p.payloadType === this.o.payload;
+    if (audio) this.measureJitter(p.timestamp);
+    // key presses and comfort noise use up sequence numbers too: their turn plays nothing
+    this.held.set(p.seq, audio ? p.payload : NOTHING);
     this.drain();
   }
 
@@ -249,7 +273,7 @@ export class RtpSession {
       if (next) {
         this.held.delete(this.expected!);
         this.expected = (this.expected! + 1) & 0xffff;
-        this.play(next);
+        if (next !== NOTHING) this.play(next);
         continue;
       }
       if (this.held.size < JITTER_DEPTH) return;
@@ -309,7 +333,21 @@ export class RtpSession {
     this.timestamp = (this.timestamp + frame.length) >>> 0;
     this.stats.sent++;
     this.octetsSent += payload.length;
-    this.o.rtp.send(packet, this.target.port, this.target.address, () => undefined);
+    if (this.holding) return;
+    this.transmit(this.o.rtp, packet, this.target.port);
+  }
+
+  /** The peer put us on hold (or has no address): nothing is sent until it takes us back. */
+  holding = false;
+
+  /** One datagram; a bad address or port (the peer's to choose) is never thrown out of here. */
+  private transmit(socket: dgram.Socket, packet: Buffer, port: number): void {
+    if (port < 1 || port > 65_535 || this.target.address === '0.0.0.0') return;
+    try {
+      socket.send(packet, port, this.target.address, () => undefined);
+    } catch (err) {
+      this.o.logger.debug({ err }, 'an RTP packet could not be sent');
+    }
   }
 
   /** A key press of ours (outbound calls' IVRs): start, then three end packets. */
@@ -319,7 +357,7 @@ export class RtpSession {
     const ts = this.timestamp;
     const at = (duration: number, end: boolean) => {
       const payload = Buffer.from([event, (end ? 0x80 : 0) | 10, duration >> 8, duration & 0xff]);
-      this.o.rtp.send(rtpPacket(this.o.dtmfPayload!, duration === 160, this.seq, ts, this.ssrc, payload), this.target.port, this.target.address, () => undefined);
+      this.transmit(this.o.rtp, rtpPacket(this.o.dtmfPayload!, duration === 160, this.seq, ts, this.ssrc, payload), this.target.port);
       this.seq = (this.seq + 1) & 0xffff;
     };
     at(160, false);
@@ -332,7 +370,7 @@ export class RtpSession {
   }
 
   private senderReport(): void {
-    if (this.closed || !this.latched) return;
+    if (this.closed || !this.latched || this.holding) return;
     const b = Buffer.alloc(28);
     b[0] = 0x80;
     b[1] = 200;
@@ -344,7 +382,8 @@ export class RtpSession {
     b.writeUInt32BE(this.timestamp, 16);
     b.writeUInt32BE(this.stats.sent >>> 0, 20);
     b.writeUInt32BE(this.octetsSent >>> 0, 24);
-    this.o.rtcp.send(b, this.target.port + 1, this.target.address, () => undefined);
+    // RTCP goes to the port after the peer's RTP (RFC 3550); none when that is past the last port
+    this.transmit(this.o.rtcp, b, this.target.port + 1);
   }
 
   close(): void {

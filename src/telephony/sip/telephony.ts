@@ -24,6 +24,7 @@ import {
   parseCSeq,
   parseNameAddr,
   parseUri,
+  parseVia,
   randomToken,
   request as sipRequest,
   tagOf,
@@ -31,7 +32,7 @@ import {
   type SipResponse,
 } from './message.js';
 import { RtpPorts, RtpSession } from './rtp.js';
-import { answer, negotiate, offer, type Negotiated } from './sdp.js';
+import { answer, isHold, negotiate, offer, type Negotiated } from './sdp.js';
 
 export interface SipTelephonyOptions {
   calls: CallService;
@@ -59,6 +60,12 @@ const REFUSALS_BEFORE_SHUNNING = 50;
 const REFUSAL_WINDOW_MS = 10_000;
 /** …has its INVITEs dropped unanswered for this long. */
 const SHUN_MS = 60_000;
+/** INVITEs of one source not known as a trunk being decided at once; more are dropped. */
+const MAX_INFLIGHT_UNTRUSTED = 20;
+/** A source whose INVITE was taken within this long is never shunned. */
+const TRUSTED_MS = 60 * 60_000;
+/** Sources tracked at once, for refusals and for trust (the oldest go first). */
+const MAX_TRACKED_SOURCES = 10_000;
 /** How long a hang-up waits for the answer to its BYE before the call goes on ending. */
 const BYE_WAIT_MS = 2_000;
 
@@ -110,6 +117,10 @@ export class SipTelephony implements OutboundCarrier {
   private readonly pending = new Map<string, { cancel: () => void }>();
   /** Refused INVITEs per source address, and until when a source is not heard (`shunned`). */
   private readonly refusals = new Map<string, { since: number; count: number; until: number }>();
+  /** Sources whose INVITEs were taken (allowed, or authenticated), and when last: never shunned. */
+  private readonly trusted = new Map<string, number>();
+  /** INVITEs being decided (looked up, authenticated, opened), per source. */
+  private readonly inflight = new Map<string, number>();
   private readonly log: Logger;
   private readonly m: {
     requests: Counter<'method'>;
@@ -162,6 +173,7 @@ export class SipTelephony implements OutboundCarrier {
       logger: this.log,
       ...(o.timers ? { timers: o.timers } : {}),
       onRequest: (req, remote, tx) => this.onRequest(req, remote, tx),
+      inUse: (remote) => [...this.dialogs.values()].some((d) => remoteKey(d.remote) === remoteKey(remote)),
       count: (what) => {
         const [kind, value = ''] = what.split(':');
         if (kind === 'parse_error') this.m.parseErrors.inc();
@@ -194,19 +206,26 @@ export class SipTelephony implements OutboundCarrier {
   // requests from peers
 
   private onRequest(req: SipRequest, remote: Remote, tx: ServerTransaction): void {
-    const dialog = this.dialogs.get(header(req, 'call-id')!);
-    const inDialog = dialog && tagOf(header(req, 'to')) === dialog.localTag ? dialog : null;
+    // a dialog is its Call-ID and our tag, which the peer's requests carry in To
+    const inDialog = this.dialogs.get(dialogKey(header(req, 'call-id')!, tagOf(header(req, 'to')))) ?? null;
     switch (req.method) {
       case 'INVITE':
         if (tagOf(header(req, 'to'))) return this.reInvite(req, tx, inDialog);
-        if (this.shunned(remote.address)) {
+        if (this.shunned(remote.address) || this.tooMany(remote.address)) {
           this.m.refused.inc({ reason: 'shunned' });
           return tx.finish();
         }
-        void this.invite(req, remote, tx).catch((err: unknown) => {
-          this.log.error({ err }, 'INVITE handling failed');
-          if (!tx.last || tx.last.status < 200) tx.respond(500, 'Server Internal Error');
-        });
+        this.inflight.set(remote.address, (this.inflight.get(remote.address) ?? 0) + 1);
+        void this.invite(req, remote, tx)
+          .catch((err: unknown) => {
+            this.log.error({ err }, 'INVITE handling failed');
+            if (!tx.last || tx.last.status < 200) tx.respond(500, 'Server Internal Error');
+          })
+          .finally(() => {
+            const n = (this.inflight.get(remote.address) ?? 1) - 1;
+            if (n > 0) this.inflight.set(remote.address, n);
+            else this.inflight.delete(remote.address);
+          });
         return;
       case 'BYE':
         if (!inDialog) return void tx.respond(481, 'Call/Transaction Does Not Exist');
@@ -251,10 +270,22 @@ export class SipTelephony implements OutboundCarrier {
     return !!entry && entry.until > now;
   }
 
+  /** A source not known as a trunk has at most this many INVITEs being looked up at once. */
+  private tooMany(address: string, now = Date.now()): boolean {
+    const trusted = this.trusted.get(address);
+    if (trusted !== undefined && now - trusted < TRUSTED_MS) return false;
+    return (this.inflight.get(address) ?? 0) >= MAX_INFLIGHT_UNTRUSTED;
+  }
+
   private noteRefusal(address: string, now = Date.now()): void {
+    // a source whose calls were taken lately is a trunk: its refusals (a robocall burst to a
+    // released number, one customer's wrong settings, a spoofed flood) never shun the others' calls
+    const trusted = this.trusted.get(address);
+    if (trusted !== undefined && now - trusted < TRUSTED_MS) return;
     let entry = this.refusals.get(address);
     if (!entry || now - entry.since > REFUSAL_WINDOW_MS) {
-      if (this.refusals.size >= 10_000) this.refusals.clear();
+      this.refusals.delete(address);
+      if (this.refusals.size >= MAX_TRACKED_SOURCES) this.refusals.delete(this.refusals.keys().next().value!);
       entry = { since: now, count: 0, until: 0 };
       this.refusals.set(address, entry);
     }
@@ -273,17 +304,23 @@ export class SipTelephony implements OutboundCarrier {
 
   /** A new call from a trunk. */
   private async invite(req: SipRequest, remote: Remote, tx: ServerTransaction): Promise<void> {
+    // a CANCEL may come at any await below: it is answered 487 at once, and checked after each
+    const localTag = randomToken();
+    tx.onCancel(() => tx.respond(487, 'Request Terminated', localTag));
+    const canceled = () => tx.cancelRequested;
     const uri = parseUri(req.uri);
     const e164 = uri ? calledNumber(uri.user) : null;
     if (!e164) return this.refuse(tx, 404, 'Not Found', 'number', remote);
     const number = await this.o.store.numbers.findByNumber(e164);
+    if (canceled()) return;
     if (!number || number.provider !== 'sip') return this.refuse(tx, 404, 'Not Found', 'number', remote);
     const account = await this.o.store.account.get(number.organization_id);
+    if (canceled()) return;
     const inbound = account.sip?.inbound;
     const trusted = !!inbound && addressAllowed(remote.address, inbound.allowed_addresses);
     if (!trusted) {
       if (!inbound?.username || !inbound.password) return this.refuse(tx, 403, 'Forbidden', 'source', remote);
-      const check = verifyDigest(header(req, 'authorization'), 'INVITE', { username: inbound.username, password: inbound.password }, SIP_REALM);
+      const check = verifyDigest(header(req, 'authorization'), 'INVITE', { username: inbound.username, password: inbound.password }, SIP_REALM, req.uri);
       if (check === 'missing' || check === 'stale') {
         this.m.refused.inc({ reason: 'credentials' });
         tx.respond(401, 'Unauthorized', randomToken(), [['www-authenticate', challenge(SIP_REALM, check === 'stale')]]);
@@ -291,17 +328,12 @@ export class SipTelephony implements OutboundCarrier {
       }
       if (check === 'wrong') return this.refuse(tx, 403, 'Forbidden', 'credentials', remote);
     }
+    this.trust(remote.address);
     if (!this.o.calls.isAccepting()) return this.refuse(tx, 486, 'Busy Here', 'busy', remote);
     const negotiated = negotiate(req.body.toString('latin1'));
     if ('problem' in negotiated) {
       return this.refuse(tx, 488, 'Not Acceptable Here', 'media', remote, [['warning', `305 switchboard "${negotiated.problem}"`]]);
     }
-    const localTag = randomToken();
-    let canceled = false;
-    tx.onCancel(() => {
-      canceled = true;
-      tx.respond(487, 'Request Terminated', localTag);
-    });
     tx.respond(180, 'Ringing', localTag);
     const from = parseNameAddr(header(req, 'from')!);
     const fromUri = from ? parseUri(from.uri) : null;
@@ -317,39 +349,35 @@ export class SipTelephony implements OutboundCarrier {
     });
     switch (outcome.kind) {
       case 'busy':
-        if (!canceled) this.refuse(tx, 486, 'Busy Here', 'busy', remote);
-        return;
+        return this.refuse(tx, 486, 'Busy Here', 'busy', remote);
       case 'replay':
-        if (!canceled) this.refuse(tx, 482, 'Loop Detected', 'replay', remote);
-        return;
+        return this.refuse(tx, 482, 'Loop Detected', 'replay', remote);
       case 'rejected': {
         const why = outcome.record.errors[0] ?? 'the call-start checks failed';
-        if (!canceled) this.refuse(tx, 403, 'Forbidden', 'rejected', remote, [['reason', `SIP;cause=403;text="${why.replace(/["\\\r\n]/g, "'").slice(0, 200)}"`]]);
-        return;
+        return this.refuse(tx, 403, 'Forbidden', 'rejected', remote, [['reason', `SIP;cause=403;text="${why.replace(/["\\\r\n]/g, "'").slice(0, 200)}"`]]);
       }
       case 'accepted':
         break;
     }
     const record = outcome.record;
-    if (canceled || !(await this.o.calls.claimStream(record.id, outcome.streamToken))) {
-      await this.o.calls.endUnanswered(record.id, 'customer-ended-call', ['sip: the caller canceled the call before it was answered']);
-      return;
+    const unanswered = async (status: number, reason: string, why: string, errors: string[]) => {
+      if (!canceled()) this.refuse(tx, status, reason, why, remote);
+      await this.o.calls.endUnanswered(record.id, canceled() ? 'customer-ended-call' : 'call-start-error-sip', canceled() ? ['sip: the caller canceled the call before it was answered'] : errors);
+    };
+    if (canceled()) return unanswered(487, 'Request Terminated', 'canceled', []);
+    if (!(await this.o.calls.claimStream(record.id, outcome.streamToken))) {
+      return unanswered(480, 'Temporarily Unavailable', 'ended', ['sip: the call ended before it was answered']);
     }
     let media: Awaited<ReturnType<RtpPorts['allocate']>>;
     try {
       media = await this.ports.allocate(this.o.host);
     } catch (err) {
       this.log.error({ err, callId: record.id }, 'no RTP port for a call');
-      this.refuse(tx, 503, 'Service Unavailable', 'ports', remote);
-      await this.o.calls.endUnanswered(record.id, 'call-start-error-no-rtp-port', [`sip: ${(err as Error).message}`]);
-      return;
+      return unanswered(503, 'Service Unavailable', 'ports', [`sip: ${(err as Error).message}`]);
     }
-    if (canceled) {
-      media.rtp.close();
-      media.rtcp.close();
-      this.ports.release(media.port);
-      await this.o.calls.endUnanswered(record.id, 'customer-ended-call', ['sip: the caller canceled the call before it was answered']);
-      return;
+    if (canceled()) {
+      releaseSockets(media, this.ports);
+      return unanswered(487, 'Request Terminated', 'canceled', []);
     }
     const contact = parseNameAddr(header(req, 'contact') ?? '')?.uri ?? from?.uri ?? req.uri;
     const dialog = this.newDialog({
@@ -373,6 +401,14 @@ export class SipTelephony implements OutboundCarrier {
       this.toCall(dialog, 'far end gone', (c) => c.farEndGone('sip: the caller never acknowledged the answer (no ACK)'));
     };
     await this.startCall(dialog);
+  }
+
+  /** A source whose INVITE was taken: it is a trunk, never shunned for a while. */
+  private trust(address: string): void {
+    this.trusted.delete(address);
+    if (this.trusted.size >= MAX_TRACKED_SOURCES) this.trusted.delete(this.trusted.keys().next().value!);
+    this.trusted.set(address, Date.now());
+    this.refusals.delete(address);
   }
 
   private localMedia(d: Dialog) {
@@ -432,13 +468,23 @@ export class SipTelephony implements OutboundCarrier {
       canceled: false,
       cleanups: [],
     };
-    this.dialogs.set(o.sipCallId, dialog);
+    rtp.holding = isHold(o.negotiated);
+    this.dialogs.set(dialogKey(o.sipCallId, o.localTag), dialog);
     return dialog;
   }
 
   /** The dialog is answered: the call starts on it. */
   private async startCall(dialog: Dialog): Promise<void> {
-    const call = await this.o.calls.connectClaimed(dialog.callId, (record) => this.transport(dialog, record));
+    let call: ActiveCall | null;
+    try {
+      call = await this.o.calls.connectClaimed(dialog.callId, (record) => this.transport(dialog, record));
+    } catch (err) {
+      // answered, but the call could not start: the far end must not stay on a call with nobody
+      this.log.error({ err, callId: dialog.callId }, 'the call could not start on its answered dialog');
+      await this.bye(dialog);
+      this.release(dialog);
+      return;
+    }
     if (!call) {
       this.log.warn({ callId: dialog.callId }, 'the call ended before its media started');
       await this.bye(dialog);
@@ -460,7 +506,10 @@ export class SipTelephony implements OutboundCarrier {
       const n = negotiate(req.body.toString('latin1'), [dialog.negotiated.codec]);
       if ('problem' in n) return void tx.respond(488, 'Not Acceptable Here');
       if (n.address !== dialog.negotiated.address || n.port !== dialog.negotiated.port) dialog.rtp.retarget({ address: n.address, port: n.port });
-      dialog.negotiated = { ...dialog.negotiated, address: n.address, port: n.port };
+      dialog.negotiated = { ...dialog.negotiated, address: n.address, port: n.port, direction: n.direction, declined: n.declined, audioIndex: n.audioIndex };
+      // a hold: we send nothing while the peer does not listen, and wait for its audio no more
+      dialog.rtp.holding = isHold(n);
+      dialog.rtp.lastPacketAt = performance.now();
     }
     dialog.sdpVersion++;
     tx.respond(200, 'OK', dialog.localTag, [['contact', this.contact(dialog.remote.protocol)], ['content-type', 'application/sdp']], Buffer.from(answer(this.localMedia(dialog), dialog.negotiated)));
@@ -480,6 +529,9 @@ export class SipTelephony implements OutboundCarrier {
     };
     const unwatch = this.o.watcher.watch((now) => {
       if (dialog.ended || !call()) return;
+      // on hold (the peer sends nothing while `inactive` or `recvonly`), silence is not a hang-up
+      const peerSilent = dialog.negotiated.direction === 'inactive' || dialog.negotiated.direction === 'recvonly';
+      if (peerSilent) dialog.rtp.lastPacketAt = now;
       if (now - dialog.rtp.lastPacketAt > this.o.liveness.idleMs) {
         const why = `no RTP from the far end for ${Math.round((now - dialog.rtp.lastPacketAt) / 1000)} s`;
         this.toCall(dialog, 'far end gone', (c) => c.farEndGone(why));
@@ -553,9 +605,14 @@ export class SipTelephony implements OutboundCarrier {
     return this.endpoint.request(req, this.targetOf(dialog));
   }
 
-  /** Where a dialog's requests go: the peer's signalling address (symmetric, for NAT). */
+  /**
+   * Where a dialog's requests go: the peer's signalling address (symmetric, for NAT). Over TCP,
+   * once that connection is gone, the peer's Contact (its source port was an ephemeral one).
+   */
   private targetOf(dialog: Dialog): Remote {
-    return dialog.remote;
+    if (dialog.remote.protocol !== 'TCP' || this.endpoint.connected(dialog.remote)) return dialog.remote;
+    const contact = parseUri(dialog.remoteTarget);
+    return contact ? { protocol: 'TCP', address: contact.host, port: contact.port ?? 5060 } : dialog.remote;
   }
 
   /**
@@ -575,8 +632,9 @@ export class SipTelephony implements OutboundCarrier {
 
   /** The dialog's media and timers go; its RTP figures are counted. */
   private release(dialog: Dialog): void {
-    if (this.dialogs.get(dialog.sipCallId) !== dialog) return;
-    this.dialogs.delete(dialog.sipCallId);
+    const key = dialogKey(dialog.sipCallId, dialog.localTag);
+    if (this.dialogs.get(key) !== dialog) return;
+    this.dialogs.delete(key);
     for (const undo of dialog.cleanups.splice(0)) undo();
     const s = dialog.rtp.stats;
     dialog.rtp.close();
@@ -609,7 +667,13 @@ export class SipTelephony implements OutboundCarrier {
     const proxy = trunk ? parseSipProxy(trunk.proxy) : null;
     if (!trunk || !proxy) throw new Error(this.unusable(account) ?? 'no SIP trunk');
     if (!record.customer || !record.phone_number) throw new Error('an outbound call needs a number to call and one to call from');
-    const media = await this.ports.allocate(this.o.host);
+    let media: Awaited<ReturnType<RtpPorts['allocate']>>;
+    try {
+      media = await this.ports.allocate(this.o.host);
+    } catch (err) {
+      // this process is full: back to the queue, tried again later (the dialler's retry)
+      throw Object.assign(new Error(`no RTP port for the call: ${(err as Error).message}`), { status: 503 });
+    }
     const remote: Remote = { protocol: proxy.protocol, address: proxy.host, port: proxy.port };
     const sipCallId = `${randomToken(12)}@${this.endpoint.publicAddress}`;
     const localTag = randomToken();
@@ -633,47 +697,74 @@ export class SipTelephony implements OutboundCarrier {
         ['content-type', 'application/sdp'],
         ...(auth ? [auth] : []),
       ], body);
-    let canceled = false;
-    let current = build();
-    let firstAnswer: (ids: Record<string, string>) => void = () => undefined;
-    let refused: (err: Error) => void = () => undefined;
-    const taken = new Promise<Record<string, string>>((resolve, reject) => {
-      firstAnswer = resolve;
-      refused = reject;
-    });
     const ids = { sip_call_id: sipCallId, from_tag: localTag };
+    // `place` resolves (the trunk took the INVITE) or rejects once; what the trunk says after
+    // that is the call's progress (`settle` says which way it still can go)
+    let settled = false;
+    let resolveTaken: (ids: Record<string, string>) => void = () => undefined;
+    let rejectTaken: (err: Error) => void = () => undefined;
+    const taken = new Promise<Record<string, string>>((resolve, reject) => {
+      resolveTaken = resolve;
+      rejectTaken = reject;
+    });
+    const tookIt = () => {
+      if (settled) return;
+      settled = true;
+      resolveTaken(ids);
+    };
+    /** A failure: a refusal of the dial while unsettled, else the call's end with the carrier's reason. */
+    const failed = async (err: Error & { status?: number }, outcome: ReturnType<typeof sipOutcome>, errors: string[]) => {
+      if (!settled) {
+        settled = true;
+        rejectTaken(err);
+        return;
+      }
+      await this.outboundCalls().progress(record.id, outcome, errors);
+    };
+    let current = build();
+    let inviteBranch = '';
+    let canceled = false;
+    let cancelSent = false;
+    let provisional = false;
+    let ack: SipRequest | null = null;
+    /** Asked to stop ringing: the CANCEL goes once the trunk has answered provisionally (RFC 3261 §9.1). */
     const cancel = () => {
       canceled = true;
+      if (cancelSent || !inviteBranch || !provisional) return;
+      cancelSent = true;
+      // a CANCEL is a transaction of its own, on the INVITE's branch (RFC 3261 §9.1)
       const c = sipRequest('CANCEL', current.uri, [
         ['from', header(current, 'from')!],
         ['to', header(current, 'to')!],
         ['call-id', sipCallId],
         ['cseq', `${seq} CANCEL`],
       ]);
-      // a CANCEL carries its INVITE's Via (branch) exactly
-      c.headers.set('via', [current.headers.get('via')![0]!]);
-      c.headers.set('max-forwards', ['70']);
-      this.endpoint.send(c, remote);
+      void this.endpoint.request(c, remote, undefined, { branch: inviteBranch });
     };
     this.pending.set(record.id, { cancel });
     const ringLimit = setTimeout(() => cancel(), RING_TIMEOUT_SECONDS * 1000);
-    const releaseMedia = () => {
-      media.rtp.close();
-      media.rtcp.close();
-      this.ports.release(media.port);
-    };
+    let dialog: Dialog | null = null;
     void (async () => {
       let response: SipResponse;
       let ringing = false;
       for (let attempt = 0; ; attempt++) {
-        response = await this.endpoint.request(current, remote, (provisional) => {
-          firstAnswer(ids);
-          if (!ringing && (provisional.status === 180 || provisional.status === 183)) {
-            ringing = true;
-            this.log.debug({ callId: record.id }, 'outbound SIP call ringing');
-          }
-        });
-        if ((response.status === 401 || response.status === 407) && attempt === 0 && trunk.username && trunk.password) {
+        const sent = this.endpoint.request(
+          current,
+          remote,
+          (answer) => {
+            tookIt();
+            provisional = true;
+            if (canceled) cancel();
+            if (!ringing && (answer.status === 180 || answer.status === 183)) ringing = true;
+          },
+          // the 200 is sent again until our ACK arrives: each copy gets the ACK again
+          { onFinalCopy: () => ack && this.endpoint.send(ack, remote) },
+        );
+        inviteBranch = parseVia(header(current, 'via')!)?.params.get('branch') ?? '';
+        provisional = false;
+        cancelSent = false;
+        response = await sent;
+        if ((response.status === 401 || response.status === 407) && attempt === 0 && trunk.username && trunk.password && !canceled) {
           const challengeValue = header(response, response.status === 401 ? 'www-authenticate' : 'proxy-authenticate');
           const auth = challengeValue ? answerChallenge(challengeValue, 'INVITE', target, { username: trunk.username, password: trunk.password }) : null;
           if (auth) {
@@ -687,27 +778,26 @@ export class SipTelephony implements OutboundCarrier {
       clearTimeout(ringLimit);
       this.pending.delete(record.id);
       if (response.status >= 300 || response.status < 200) {
-        releaseMedia();
-        const outcome = canceled ? (response.status === 487 ? 'no-answer' : 'failed') : sipOutcome(response.status);
-        const errors = outcome === 'failed' ? [`sip: the call failed (${response.status} ${response.reason})`] : [];
+        releaseSockets(media, this.ports);
+        const status = `${response.status} ${response.reason}`;
+        if (canceled) return void (await failed(new Error(`canceled (${status})`), 'no-answer', []));
         if (response.status === 408 && !ringing) {
           // no answer at all: the trunk never took it
-          refused(Object.assign(new Error(`the trunk did not answer the INVITE (${response.status} ${response.reason})`), { status: 408 }));
-          return;
+          return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [`sip: the trunk did not answer the INVITE (${status})`]));
         }
         if (response.status === 401 || response.status === 407 || response.status === 403) {
-          refused(Object.assign(new Error(`the trunk refused the call (${response.status} ${response.reason})`), { status: response.status }));
-          return;
+          return void (await failed(Object.assign(new Error(`the trunk refused the call (${status})`), { status: response.status }), 'failed', [`sip: the trunk refused the call (${status})`]));
         }
-        firstAnswer(ids);
-        await this.outboundCalls().progress(record.id, outcome, errors);
+        tookIt();
+        const outcome = sipOutcome(response.status);
+        await this.outboundCalls().progress(record.id, outcome, outcome === 'failed' ? [`sip: the call failed (${status})`] : []);
         return;
       }
-      // answered: the ACK (a request of its own), then the call on the dialog
-      firstAnswer(ids);
+      // answered: the ACK (a request of its own, sent again for each copy of the 200), then the dialog
+      tookIt();
       const remoteTarget = parseNameAddr(header(response, 'contact') ?? '')?.uri ?? target;
       const routeSet = [...(response.headers.get('record-route') ?? [])].reverse();
-      const ack = sipRequest('ACK', remoteTarget, [
+      ack = sipRequest('ACK', remoteTarget, [
         ['from', from],
         ['to', header(response, 'to')!],
         ['call-id', sipCallId],
@@ -719,6 +809,7 @@ export class SipTelephony implements OutboundCarrier {
       this.endpoint.send(ack, remote);
       const negotiated = negotiate(response.body.toString('latin1'));
       const dialogBase = {
+        direction: 'outbound' as const,
         sipCallId,
         localTag,
         remoteTag: tagOf(header(response, 'to')),
@@ -728,16 +819,28 @@ export class SipTelephony implements OutboundCarrier {
         remote,
         routeSet,
         localSeq: seq,
+        callId: record.id,
+        signallingAddress: remote.address,
       };
-      if ('problem' in negotiated) {
-        releaseMedia();
-        const d = { ...dialogBase, ended: false } as unknown as Dialog;
+      if (canceled) {
+        // answered after we gave up (the ring limit, or the API): hung up at once
+        const d = this.newDialog({ ...dialogBase, media, negotiated: 'problem' in negotiated ? deadMedia : negotiated });
         await this.bye(d);
+        this.release(d);
+        await this.outboundCalls().progress(record.id, 'no-answer', []);
+        return;
+      }
+      if ('problem' in negotiated) {
+        // answered with media we cannot take: hung up at once
+        const d = this.newDialog({ ...dialogBase, media, negotiated: deadMedia });
+        await this.bye(d);
+        this.release(d);
         await this.o.calls.endUnanswered(record.id, 'dial-failed', [`sip: the answer's SDP: ${negotiated.problem}`]);
         return;
       }
+      // the dialog first, so that a BYE while the call is being connected finds it
+      dialog = this.newDialog({ ...dialogBase, media, negotiated });
       const token = await this.o.calls.answerOutbound(record.id, ids);
-      const dialog = this.newDialog({ ...dialogBase, direction: 'outbound', media, negotiated, callId: record.id, signallingAddress: remote.address });
       if (!token || !(await this.o.calls.claimStream(record.id, token))) {
         this.log.info({ callId: record.id }, 'an outbound call answered after it ended: hanging up');
         await this.bye(dialog);
@@ -745,11 +848,18 @@ export class SipTelephony implements OutboundCarrier {
         return;
       }
       await this.startCall(dialog);
-    })().catch((err: unknown) => {
+    })().catch(async (err: unknown) => {
       clearTimeout(ringLimit);
       this.pending.delete(record.id);
       this.log.error({ err, callId: record.id }, 'outbound SIP call failed');
-      refused(err as Error);
+      // nothing of it may stay: the callee is hung up on, the ports go back, the call ends
+      if (dialog) {
+        await this.bye(dialog).catch(() => undefined);
+        this.release(dialog);
+      } else {
+        releaseSockets(media, this.ports);
+      }
+      await failed(err as Error, 'failed', [`sip: ${(err as Error).message}`]).catch((e: unknown) => this.log.error({ err: e, callId: record.id }, 'an outbound SIP call could not be ended'));
     });
     return taken;
   }
@@ -774,6 +884,23 @@ export class SipTelephony implements OutboundCarrier {
     await Promise.all([...this.dialogs.values()].map((d) => this.bye(d).finally(() => this.release(d))));
     await this.endpoint.close();
   }
+}
+
+const dialogKey = (sipCallId: string, localTag: string) => `${sipCallId}|${localTag}`;
+
+/** The media of a dialog that is hung up at once: nothing is sent anywhere. */
+const deadMedia: Negotiated = { codec: 'PCMU', payload: 0, dtmfPayload: null, address: '0.0.0.0', port: 9, direction: 'inactive', declined: [], audioIndex: 0 };
+
+/** A call's RTP sockets closed and their ports given back; twice is harmless. */
+function releaseSockets(media: { rtp: { close(): void }; rtcp: { close(): void }; port: number }, ports: RtpPorts): void {
+  for (const socket of [media.rtp, media.rtcp]) {
+    try {
+      socket.close();
+    } catch {
+      // already closed
+    }
+  }
+  ports.release(media.port);
 }
 
 /** An outbound INVITE's final failure as the outbound calls' outcome. */
