@@ -127,45 +127,52 @@ const SENTENCES = [
   const here = fileURLToPath(new URL('.', import.meta.url));
   const adapter = `${here}../../src/providers/stt/deepgram.ts`;
   const fakePath = `${here}../fakes/deepgram.ts`;
-  const path = 'Deepgram forwarding (160-byte frames to a local fake)';
+  // each 20 ms frame as its own message (the adapter before `audioChunkMs`), and its default chunks
+  // of about 50 ms (3 frames; batches of 201 frames leave none waiting for the chunk timer)
+  const variants = [
+    { path: 'Deepgram forwarding (160-byte frames to a local fake, one message each)', options: { audioChunkMs: 0 }, batch: 200 },
+    { path: 'Deepgram forwarding (160-byte frames to a local fake, 50 ms chunks: the default)', options: {}, batch: 201 },
+  ];
   if (!existsSync(adapter) || !existsSync(fakePath)) {
-    rows.push({ path, framesPerSecond: null, note: 'n/a (adapter not present)' });
+    for (const v of variants) rows.push({ path: v.path, framesPerSecond: null, note: 'n/a (adapter not present)' });
   } else {
-    try {
-      const { createDeepgramStt } = (await import(adapter)) as {
-        createDeepgramStt: (s: ProviderSettings) => SttProvider;
-      };
-      const { startFakeDeepgram } = (await import(fakePath)) as {
-        startFakeDeepgram: (script?: { idleTimeoutMs?: number }) => Promise<{
-          url: string;
-          apiKey: string;
-          connections: { audioBytes: number }[];
-          close(): Promise<void>;
-        }>;
-      };
-      const fake = await startFakeDeepgram({ idleTimeoutMs: 60_000 });
-      const settings: ProviderSettings = {
-        deepgram: { baseUrl: fake.url, apiKey: fake.apiKey },
-        openai: { baseUrl: 'http://127.0.0.1:9', apiKey: undefined },
-        elevenlabs: { baseUrl: 'http://127.0.0.1:9', apiKey: undefined },
-      };
-      const session = await createDeepgramStt(settings).connect(
-        { provider: 'deepgram' },
-        { onTranscript() {}, onError: (e) => console.error(e) },
-      );
-      const frame = Buffer.alloc(160, 0xd5);
-      let sent = 0;
-      await measure(path, async () => {
-        for (let i = 0; i < 200; i++) session.sendAudio(frame);
-        sent += 200 * 160;
-        // Count a frame only once the fake has it: the socket, not a buffer, is the limit.
-        while (fake.connections[0]!.audioBytes < sent) await tick();
-        return 200;
-      }, 'includes the fake server in the same process');
-      await session.close();
-      await fake.close();
-    } catch (err) {
-      rows.push({ path, framesPerSecond: null, note: `n/a (${(err as Error).message.split('\n')[0]})` });
+    for (const { path, options, batch } of variants) {
+      try {
+        const { createDeepgramStt } = (await import(adapter)) as {
+          createDeepgramStt: (s: ProviderSettings, options?: { audioChunkMs?: number }) => SttProvider;
+        };
+        const { startFakeDeepgram } = (await import(fakePath)) as {
+          startFakeDeepgram: (script?: { idleTimeoutMs?: number }) => Promise<{
+            url: string;
+            apiKey: string;
+            connections: { audioBytes: number }[];
+            close(): Promise<void>;
+          }>;
+        };
+        const fake = await startFakeDeepgram({ idleTimeoutMs: 60_000 });
+        const settings: ProviderSettings = {
+          deepgram: { baseUrl: fake.url, apiKey: fake.apiKey },
+          openai: { baseUrl: 'http://127.0.0.1:9', apiKey: undefined },
+          elevenlabs: { baseUrl: 'http://127.0.0.1:9', apiKey: undefined },
+        };
+        const session = await createDeepgramStt(settings, options).connect(
+          { provider: 'deepgram' },
+          { onTranscript() {}, onError: (e) => console.error(e) },
+        );
+        const frame = Buffer.alloc(160, 0xd5);
+        let sent = 0;
+        await measure(path, async () => {
+          for (let i = 0; i < batch; i++) session.sendAudio(frame);
+          sent += batch * 160;
+          // Count a frame only once the fake has it: the socket, not a buffer, is the limit.
+          while (fake.connections[0]!.audioBytes < sent) await tick();
+          return batch;
+        }, 'includes the fake server in the same process');
+        await session.close();
+        await fake.close();
+      } catch (err) {
+        rows.push({ path, framesPerSecond: null, note: `n/a (${(err as Error).message.split('\n')[0]})` });
+      }
     }
   }
 }

@@ -14,6 +14,10 @@
  *   `from_finalize: true`; on `CloseStream` it sends `Metadata` and closes with 1000, as Deepgram
  *   does. Like Deepgram it closes a stream that received nothing for `idleTimeoutMs` with
  *   1011 `NET-0001`, and an unreadable text message with 1002 `DATA-0000`.
+ * - Instead of a script, a connection may have a `transcriber`: it hears every audio frame and
+ *   each `Finalize`, and answers through the same actions (the call benchmark's vendor fakes
+ *   transcribe the sandbox modem this way, test/bench/vendor-fakes.ts). `record: false` keeps no
+ *   audio, no sent message and no closed connection, for a fake that runs for long.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -60,6 +64,28 @@ export interface DeepgramFakeConnectionScript {
   steps?: DeepgramFakeStep[];
   /** Ignore `CloseStream` (the client's close timeout must cut the stream). */
   ignoreCloseStream?: boolean;
+  /**
+   * Made when the connection opens: hears the audio and each `Finalize` (then no empty final is
+   * sent for it), and answers with `act` (a `results` step with `onFinalize: true` is marked
+   * `from_finalize`). Steps, if any, still run beside it.
+   */
+  transcriber?: (connection: DeepgramFakeTranscriberContext) => DeepgramFakeTranscriber;
+}
+
+export interface DeepgramFakeTranscriberContext {
+  index: number;
+  query: URLSearchParams;
+  /** Sends this message (or closes, drops) now. */
+  act(step: DeepgramFakeStep): void;
+  /** Seconds of audio received so far. */
+  audioSeconds(): number;
+}
+
+export interface DeepgramFakeTranscriber {
+  audio(frame: Buffer): void;
+  /** The client sent `Finalize`: flush, and answer with a final `from_finalize` result. */
+  finalize(): void;
+  close?(): void;
 }
 
 export interface DeepgramFakeScript extends DeepgramFakeConnectionScript {
@@ -69,6 +95,11 @@ export interface DeepgramFakeScript extends DeepgramFakeConnectionScript {
   connections?: DeepgramFakeConnectionScript[];
   /** Close a stream that got neither audio nor a text message for this long (default 10 s). */
   idleTimeoutMs?: number;
+  /**
+   * Keep each connection's audio and sent messages, and every connection after it closed
+   * (default true, what tests read); `false` for a long-running fake.
+   */
+  record?: boolean;
   /**
    * Chooses a connection's script from its upgrade request (e.g. by a `keyterm` in the query);
    * `undefined` falls back to `connections` / the top-level fields.
@@ -115,6 +146,7 @@ export interface FakeDeepgram {
 export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promise<FakeDeepgram> {
   const apiKey = script.apiKey ?? 'dg-test-key';
   const idleTimeoutMs = script.idleTimeoutMs ?? 10_000;
+  const keep = script.record !== false;
   const server: Server = createServer((_req, res) => {
     res.writeHead(404, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ err_code: 'NOT_FOUND', err_msg: 'Not found', request_id: randomUUID() }));
@@ -205,7 +237,7 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
 
     const sendJson = (msg: Record<string, unknown>) => {
       if (ws.readyState !== ws.OPEN) return;
-      record.sent.push(msg);
+      if (keep) record.sent.push(msg);
       ws.send(JSON.stringify(msg));
     };
     const audioSeconds = () => record.audioBytes / 8000;
@@ -291,6 +323,8 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
       }
     };
 
+    const transcriber = conn.transcriber?.({ index, query, act: (step) => act(step), audioSeconds });
+
     const metadata = () => ({
       type: 'Metadata',
       transaction_key: 'deprecated',
@@ -307,15 +341,16 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
       touch();
       if (isBinary) {
         const buf = Buffer.isBuffer(data) ? data : Buffer.concat(data as Buffer[]);
-        record.frameSizes.push(buf.length);
+        if (keep) record.frameSizes.push(buf.length);
         // Deepgram treats an empty binary frame as the end of the stream.
         if (buf.length === 0) {
           sendJson(metadata());
           ws.close(1000);
           return;
         }
-        chunks.push(Buffer.from(buf));
+        if (keep) chunks.push(Buffer.from(buf));
         record.audioBytes += buf.length;
+        transcriber?.audio(buf);
         advance();
         return;
       }
@@ -333,7 +368,8 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
         if (!waiting && next?.onFinalize) advance();
         else if (!steps.some((s) => s.onFinalize)) {
           consumedFinalizes = finalizes;
-          act({ type: 'results', transcript: '', is_final: true, onFinalize: true });
+          if (transcriber) transcriber.finalize();
+          else act({ type: 'results', transcript: '', is_final: true, onFinalize: true });
         }
       } else if (type === 'CloseStream' && !conn.ignoreCloseStream) {
         sendJson(metadata());
@@ -350,6 +386,9 @@ export async function startFakeDeepgram(script: DeepgramFakeScript = {}): Promis
         clearTimeout(t);
         timers.delete(t);
       }
+      transcriber?.close?.();
+      const at = keep ? -1 : connections.indexOf(record);
+      if (at >= 0) connections.splice(at, 1);
       resolveClosed();
     });
     ws.on('error', () => {});

@@ -13,7 +13,9 @@
  * (`perSocket`, e.g. by voice), so that one fake serves a healthy call and a faulty one side by side.
  *
  * The audio carries its text so tests can check order: every UTF-8 byte of the synthesized text
- * becomes `bytesPerChar` μ-law bytes of that value (see `audioForText`).
+ * becomes `bytesPerChar` μ-law bytes of that value (see `audioForText`), unless the script brings
+ * its own `synthesize` (the call benchmark's vendor fakes speak the sandbox modem,
+ * test/bench/vendor-fakes.ts). `record: false` keeps no message and no closed socket.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -55,6 +57,12 @@ export interface FakeElevenLabsScript {
   omitFinal: boolean;
   /** Send a message that is not JSON instead of the first audio message. */
   sendInvalidJson: boolean;
+  /** The audio for a generation's text (default `audioForText(text, bytesPerChar)`). */
+  synthesize?: (text: string) => Buffer;
+  /** Wait before the first audio message of each generation (ms), on top of `audioDelayMs`. */
+  generationDelayMs?: number;
+  /** Keep each socket's messages and generated texts, and every socket after it closed (default true). */
+  record?: boolean;
   /**
    * Fields that differ for one socket, chosen from its upgrade request (e.g. by voice);
    * `undefined` keeps the script as it is.
@@ -209,6 +217,7 @@ export async function startFakeElevenLabs(
       closed: false,
       closeCode: null,
     };
+    const keep = script.record !== false;
     sockets.push(record);
     let buffer = '';
     let initialized = false;
@@ -233,14 +242,16 @@ export async function startFakeElevenLabs(
 
     const generate = (text: string) => {
       if (script.silent || text.trim().length === 0) return;
-      record.generated.push(text);
-      const audio = audioForText(text, script.bytesPerChar);
-      const msPerChar = script.bytesPerChar / 8;
+      if (keep) record.generated.push(text);
+      const audio = script.synthesize ? script.synthesize(text) : audioForText(text, script.bytesPerChar);
       const chars = [...text];
+      const msPerChar = script.synthesize ? audio.length / 8 / Math.max(1, chars.length) : script.bytesPerChar / 8;
+      const generationDelayMs = script.generationDelayMs ?? 0;
       for (let off = 0; off < audio.length; off += script.chunkBytes) {
         const piece = audio.subarray(off, off + script.chunkBytes);
         const first = off === 0;
         queue(async () => {
+          if (first && generationDelayMs > 0) await sleep(generationDelayMs);
           if (script.audioDelayMs > 0) await sleep(script.audioDelayMs);
           if (stopped || ws.readyState !== ws.OPEN) return;
           if (script.sendInvalidJson) {
@@ -283,7 +294,7 @@ export async function startFakeElevenLabs(
         refuse({ message: 'Invalid message received', error: 'invalid_message', code: 1008 }, 1008, 'Invalid message received');
         return;
       }
-      record.messages.push(msg);
+      if (keep) record.messages.push(msg);
       if (typeof msg.text !== 'string') {
         refuse({ message: 'Field "text" is required', error: 'invalid_message', code: 1008 }, 1008, 'Field text is required');
         return;
@@ -335,6 +346,8 @@ export async function startFakeElevenLabs(
       stopped = true;
       record.closed = true;
       record.closeCode = code;
+      const at = keep ? -1 : sockets.indexOf(record);
+      if (at >= 0) sockets.splice(at, 1);
     });
     ws.on('error', () => {});
   }

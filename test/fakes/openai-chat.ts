@@ -8,8 +8,8 @@
  * `finish_reason`, a usage chunk with empty `choices` when `stream_options.include_usage`, then
  * `data: [DONE]`). Non-streaming requests get one `chat.completion` object. Errors use OpenAI's
  * body `{"error":{"message","type","param","code"}}`. A script may choose each request's answer from
- * the request itself (`completionFor`), so that one fake serves a healthy call and a faulty one
- * side by side.
+ * the request itself (`completionFor`, which may answer asynchronously), so that one fake serves a
+ * healthy call and a faulty one side by side. `record: false` keeps no request (a long-running fake).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -67,7 +67,10 @@ export interface FakeOpenAiChatScript {
    */
   completionFor?: (request: { index: number; body: Record<string, unknown>; headers: IncomingMessage['headers'] }) =>
     | FakeCompletion
-    | undefined;
+    | undefined
+    | Promise<FakeCompletion | undefined>;
+  /** Keep every request in `requests` (default true). */
+  record?: boolean;
 }
 
 export interface FakeChatRequest {
@@ -94,6 +97,8 @@ export interface FakeOpenAiChat {
 export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Promise<FakeOpenAiChat> {
   const apiKey = script.apiKey === undefined ? 'sk-test' : script.apiKey;
   const requests: FakeChatRequest[] = [];
+  const keep = script.record !== false;
+  let seen = 0;
   const { pending: timers, sleep } = fakeTimers();
 
   const server = createServer((req, res) => {
@@ -133,7 +138,8 @@ export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Pr
       closed: false,
       whenClosed: new Promise((resolve) => (resolveClosed = resolve)),
     };
-    requests.push(record);
+    // the request's index: as `requests` has it (a test may empty it), or counted
+    const index = keep ? requests.push(record) - 1 : seen++;
     res.on('finish', () => (record.finished = true));
     res.on('close', () => {
       record.closed = true;
@@ -158,10 +164,9 @@ export async function startFakeOpenAiChat(script: FakeOpenAiChatScript = {}): Pr
     }
 
     const all = script.completions ?? [{ text: ['Hello', '!'] }];
+    const chosen = script.completionFor?.({ index, body, headers: req.headers });
     const completion =
-      script.completionFor?.({ index: requests.length - 1, body, headers: req.headers }) ??
-      all[Math.min(requests.length - 1, all.length - 1)] ??
-      {};
+      (chosen instanceof Promise ? await chosen : chosen) ?? all[Math.min(index, all.length - 1)] ?? {};
     if (completion.hang) return; // the client's timeout or abort ends it
     if (completion.headersDelayMs) await sleep(completion.headersDelayMs);
     if (record.closed) return;

@@ -313,8 +313,80 @@ describe('createDeepgramStt', () => {
     await session.close();
     expect(r.transcripts[0]).toMatchObject({ text: 'that is all', isFinal: true, speechFinal: true });
     const conn = f.connections[0]!;
-    expect(conn.frameSizes).toEqual([FRAME, FRAME, FRAME]);
+    // the three 20 ms frames go as one chunk (`audioChunkMs`, 50 by default)
+    expect(conn.frameSizes).toEqual([3 * FRAME]);
     expect(conn.controls).toEqual(['Finalize', 'CloseStream']);
+  });
+
+  it('sends the audio in chunks of about audioChunkMs; what waits goes out in time, and before Finalize', async () => {
+    let audioAtFinalize = -1;
+    const f = await start({
+      transcriber: (ctx) => ({
+        audio: () => undefined,
+        finalize: () => {
+          audioAtFinalize = ctx.audioSeconds() * 8000;
+          ctx.act({ type: 'results', transcript: '', is_final: true, onFinalize: true });
+        },
+      }),
+    });
+    const { r, events } = recorder();
+    const session = await createDeepgramStt(settings(f), { audioChunkMs: 50 }).connect(config, events);
+    const sent: Buffer[] = [];
+    for (let i = 0; i < 7; i++) {
+      const frame = Buffer.alloc(FRAME, i);
+      sent.push(Buffer.from(frame));
+      session.sendAudio(frame);
+      frame.fill(0xee); // the caller may reuse its buffer: what was given is what goes out
+    }
+    const conn = f.connections[0]!;
+    await until(() => conn.audioBytes === 6 * FRAME);
+    expect(conn.frameSizes).toEqual([3 * FRAME, 3 * FRAME]);
+    // the 7th frame waits for more; with none coming, it goes out after 50 ms on its own
+    const t0 = Date.now();
+    await until(() => conn.audioBytes === 7 * FRAME);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(30);
+    expect(conn.frameSizes).toEqual([3 * FRAME, 3 * FRAME, FRAME]);
+    // two frames waiting, then Finalize: they go first
+    session.sendAudio(Buffer.alloc(FRAME, 7));
+    session.sendAudio(Buffer.alloc(FRAME, 8));
+    sent.push(Buffer.alloc(FRAME, 7), Buffer.alloc(FRAME, 8));
+    session.finalize();
+    await until(() => r.transcripts.length === 1);
+    expect(audioAtFinalize).toBe(9 * FRAME);
+    expect(conn.frameSizes).toEqual([3 * FRAME, 3 * FRAME, FRAME, 2 * FRAME]);
+    expect(conn.audio()).toEqual(Buffer.concat(sent));
+    // and what waits when the stream closes goes before CloseStream
+    session.sendAudio(Buffer.alloc(FRAME, 9));
+    await session.close();
+    expect(conn.audioBytes).toBe(10 * FRAME);
+    expect(conn.controls).toEqual(['Finalize', 'CloseStream']);
+    expect(r.errors).toEqual([]);
+  });
+
+  it('audio held for a chunk when the stream drops goes to the next stream first', async () => {
+    const f = await start();
+    const { r, events } = recorder();
+    const session = await createDeepgramStt(settings(f), { audioChunkMs: 1_000 }).connect(config, events);
+    session.sendAudio(Buffer.alloc(FRAME, 1));
+    session.sendAudio(Buffer.alloc(FRAME, 2));
+    f.connections[0]!.act({ type: 'disconnect' });
+    await until(() => f.connections.length === 2);
+    session.sendAudio(Buffer.alloc(FRAME, 3));
+    await session.close();
+    expect(f.connections[0]!.audioBytes).toBe(0);
+    expect(f.connections[1]!.audio()).toEqual(Buffer.concat([1, 2, 3].map((b) => Buffer.alloc(FRAME, b))));
+    expect(r.errors).toEqual([]);
+  });
+
+  it('audioChunkMs 0 sends each frame as it comes', async () => {
+    const f = await start();
+    const { events } = recorder();
+    const session = await createDeepgramStt(settings(f), { audioChunkMs: 0 }).connect(config, events);
+    for (const frame of frames(3)) session.sendAudio(frame);
+    const conn = f.connections[0]!;
+    await until(() => conn.audioBytes === 3 * FRAME);
+    expect(conn.frameSizes).toEqual([FRAME, FRAME, FRAME]);
+    await session.close();
   });
 
   it('sends KeepAlive while no audio flows, and not while it does', async () => {
@@ -370,7 +442,8 @@ describe('createDeepgramStt', () => {
     expect(r.errors).toEqual([]);
     const second = f.connections[1]!;
     expect(second.audioBytes).toBe(5 * FRAME);
-    expect(second.frameSizes.every((n) => n === FRAME)).toBe(true);
+    // replayed in chunks, as any audio: 3 frames at once, then the 2 left when the chunk's time is up
+    expect(second.frameSizes).toEqual([3 * FRAME, 2 * FRAME]);
     // Timestamps continue from the first stream's audio.
     expect(r.transcripts[1]!.start).toBeGreaterThanOrEqual((3 * FRAME) / 8000);
 

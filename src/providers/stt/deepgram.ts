@@ -2,8 +2,12 @@
  * Deepgram live speech-to-text over its WebSocket API (`/v1/listen`).
  *
  * μ-law 8 kHz audio goes in as binary frames, `Results` / `SpeechStarted` / `UtteranceEnd` come
- * back as JSON text frames. Control messages: `KeepAlive` while no audio flows (Deepgram closes
- * an idle stream after 10 s), `Finalize` at the end of the caller's turn, `CloseStream` to end.
+ * back as JSON text frames. The caller's 20 ms frames go out in chunks of about 50 ms
+ * (`audioChunkMs`; Deepgram recommends 20 to 250 ms a message): a WebSocket message, so a write to
+ * the socket, per frame was the largest cost of a call on this path (docs/benchmarks.md, "Vendor
+ * adapters"). No audio waits longer than that, and what waits goes before a `Finalize` or
+ * `CloseStream`. Control messages: `KeepAlive` while no audio flows (Deepgram closes an idle
+ * stream after 10 s), `Finalize` at the end of the caller's turn, `CloseStream` to end.
  * An unexpected close mid-call is survived once: a new stream is opened and the audio sent
  * meanwhile (bounded) is replayed; a second drop is reported as `PROVIDER_DISCONNECTED`.
  */
@@ -31,6 +35,11 @@ export interface DeepgramSttOptions {
   maxBufferedBytes?: number;
   /** Reconnect once after an unexpected close (default true). */
   reconnect?: boolean;
+  /**
+   * Audio is sent once this many ms of it are waiting (μ-law: 8 bytes a ms), or this long after
+   * the first of it arrived (default 50; 0 sends each frame as it comes).
+   */
+  audioChunkMs?: number;
 }
 
 const DEFAULTS = {
@@ -38,6 +47,7 @@ const DEFAULTS = {
   closeTimeoutMs: 3_000,
   maxBufferedBytes: 5 * BYTES_PER_SECOND,
   connectMs: 10_000,
+  audioChunkMs: 50,
 };
 
 /** Close codes after which a new stream would fail the same way (bad audio, bad request). */
@@ -61,6 +71,7 @@ export function createDeepgramStt(
         maxBufferedBytes: options.maxBufferedBytes ?? DEFAULTS.maxBufferedBytes,
         reconnect: options.reconnect ?? true,
         connectMs: settings.timeouts?.connectMs ?? DEFAULTS.connectMs,
+        audioChunkMs: options.audioChunkMs ?? DEFAULTS.audioChunkMs,
       });
       await session.start(signal);
       return session;
@@ -110,6 +121,7 @@ interface SessionOptions {
   maxBufferedBytes: number;
   reconnect: boolean;
   connectMs: number;
+  audioChunkMs: number;
 }
 
 type State = 'connecting' | 'open' | 'reconnecting' | 'closing' | 'closed';
@@ -121,6 +133,12 @@ class DeepgramSession implements SttSession {
   private keepAliveTimer: NodeJS.Timeout | undefined;
   private closeTimer: NodeJS.Timeout | undefined;
   private lastSentAt = 0;
+  /** Audio waiting to go out as one message (`audioChunkMs`), copied in: `chunk[0, chunkFill)`. */
+  private chunk: Buffer | undefined;
+  private chunkFill = 0;
+  private readonly chunkBytes: number;
+  /** Sends what is waiting `audioChunkMs` after its first frame came (a stream may pause). */
+  private chunkTimer: NodeJS.Timeout | undefined;
   /** Audio sent while reconnecting, replayed on the new stream. */
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -142,6 +160,7 @@ class DeepgramSession implements SttSession {
     private readonly opts: SessionOptions,
   ) {
     this.reconnectsLeft = opts.reconnect ? 1 : 0;
+    this.chunkBytes = Math.max(0, Math.round((opts.audioChunkMs * BYTES_PER_SECOND) / 1000));
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
   }
 
@@ -164,28 +183,36 @@ class DeepgramSession implements SttSession {
   sendAudio(mulaw: Buffer): void {
     if (mulaw.length === 0) return; // an empty binary frame would tell Deepgram to end the stream
     if (this.state === 'open' && this.ws?.readyState === WebSocket.OPEN) {
-      this.ws.send(mulaw, { binary: true });
-      this.lastSentAt = Date.now();
-      this.streamBytes += mulaw.length;
-    } else if (this.state === 'reconnecting' || this.state === 'open') {
-      // The stream is going away (its close event is on its way): keep the audio for the next one.
-      this.pending.push(mulaw);
-      this.pendingBytes += mulaw.length;
-      while (this.pendingBytes > this.opts.maxBufferedBytes && this.pending.length > 1) {
-        this.pendingBytes -= this.pending.shift()!.length;
+      if (this.chunkFill + mulaw.length < this.chunkBytes) {
+        this.holdAudio(mulaw);
+        return;
       }
+      if (this.chunkFill === 0) {
+        this.transmit(mulaw);
+        return;
+      }
+      this.holdAudio(mulaw);
+      this.sendHeldAudio();
+    } else if (this.state === 'reconnecting' || this.state === 'open') {
+      // The stream is going away (its close event is on its way): keep the audio for the next one,
+      // after what was held for a chunk.
+      this.keepHeldAudio();
+      this.keepForNextStream(mulaw);
     }
   }
 
   finalize(): void {
-    if (this.state === 'open' && this.ws?.readyState === WebSocket.OPEN) this.sendControl('Finalize');
-    else if (this.state === 'open' || this.state === 'reconnecting') this.pendingFinalize = true;
+    if (this.state === 'open' && this.ws?.readyState === WebSocket.OPEN) {
+      this.sendHeldAudio();
+      this.sendControl('Finalize');
+    } else if (this.state === 'open' || this.state === 'reconnecting') this.pendingFinalize = true;
   }
 
   close(): Promise<void> {
     if (this.state === 'open' && this.ws) {
       this.state = 'closing';
       this.clearKeepAlive();
+      this.sendHeldAudio();
       this.sendControl('CloseStream');
       // Deepgram flushes its last results, sends Metadata and closes; we wait, but not forever.
       this.closeTimer = setTimeout(() => this.shutdown(), this.opts.closeTimeoutMs);
@@ -303,6 +330,8 @@ class DeepgramSession implements SttSession {
   private onSocketClose(ws: WebSocket, code: number, reason: string): void {
     if (ws !== this.ws) return;
     this.ws = undefined;
+    // audio held for a chunk never went out: it goes to the next stream, before what comes next
+    this.keepHeldAudio();
     if (this.state === 'closing' || this.state === 'closed') {
       this.shutdown();
       return;
@@ -353,6 +382,65 @@ class DeepgramSession implements SttSession {
     this.scheduleKeepAlive(this.opts.keepAliveMs);
   }
 
+  /** Copies a frame into the chunk being gathered (the caller may reuse its buffer). */
+  private holdAudio(mulaw: Buffer): void {
+    const need = this.chunkFill + mulaw.length;
+    if (!this.chunk || need > this.chunk.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, this.chunkBytes + 320));
+      if (this.chunk) this.chunk.copy(grown, 0, 0, this.chunkFill);
+      this.chunk = grown;
+    }
+    const first = this.chunkFill === 0;
+    mulaw.copy(this.chunk, this.chunkFill);
+    this.chunkFill = need;
+    if (first) this.chunkTimer = setTimeout(this.onChunkTimer, Math.max(1, this.opts.audioChunkMs));
+  }
+
+  private readonly onChunkTimer = (): void => {
+    this.chunkTimer = undefined;
+    if (this.state === 'open') this.sendHeldAudio();
+  };
+
+  /** The chunk gathered so far, as one message; a fresh buffer for the next (ws keeps none of it). */
+  private sendHeldAudio(): void {
+    if (this.ws?.readyState !== WebSocket.OPEN) {
+      this.keepHeldAudio();
+      return;
+    }
+    if (this.chunkTimer) clearTimeout(this.chunkTimer);
+    this.chunkTimer = undefined;
+    if (this.chunkFill === 0 || !this.chunk) return;
+    const out = this.chunk.subarray(0, this.chunkFill);
+    this.chunk = undefined;
+    this.chunkFill = 0;
+    this.transmit(out);
+  }
+
+  private transmit(mulaw: Buffer): void {
+    this.ws!.send(mulaw, { binary: true });
+    this.lastSentAt = Date.now();
+    this.streamBytes += mulaw.length;
+  }
+
+  /** The held chunk (not sent) joins the audio kept for the next stream. */
+  private keepHeldAudio(): void {
+    if (this.chunkTimer) clearTimeout(this.chunkTimer);
+    this.chunkTimer = undefined;
+    if (this.chunkFill === 0 || !this.chunk) return;
+    const held = this.chunk.subarray(0, this.chunkFill);
+    this.chunk = undefined;
+    this.chunkFill = 0;
+    this.keepForNextStream(held);
+  }
+
+  private keepForNextStream(mulaw: Buffer): void {
+    this.pending.push(mulaw);
+    this.pendingBytes += mulaw.length;
+    while (this.pendingBytes > this.opts.maxBufferedBytes && this.pending.length > 1) {
+      this.pendingBytes -= this.pending.shift()!.length;
+    }
+  }
+
   private sendControl(type: 'KeepAlive' | 'Finalize' | 'CloseStream'): void {
     if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ type }));
   }
@@ -397,6 +485,10 @@ class DeepgramSession implements SttSession {
     this.cancelOpen?.();
     this.pending = [];
     this.pendingBytes = 0;
+    if (this.chunkTimer) clearTimeout(this.chunkTimer);
+    this.chunkTimer = undefined;
+    this.chunk = undefined;
+    this.chunkFill = 0;
     const ws = this.ws;
     this.ws = undefined;
     if (ws) {
