@@ -1,7 +1,8 @@
 /**
  * What a simulated far end does on its media leg, whatever opened it: the phone caller over
- * Twilio Media Streams (./caller.ts) and the browser of a web call (./web-caller.ts) each open
- * their `MediaLeg` their own way, then speak, listen and hang up through these.
+ * Twilio Media Streams (./caller.ts), the browser of a web call (./web-caller.ts) and the SIP
+ * phone (./sip-caller.ts) each open their `MediaLeg` their own way, then speak, listen and hang up
+ * through these.
  */
 import type { HeardLine, MediaLeg } from './media-leg.js';
 
@@ -66,7 +67,7 @@ export abstract class LegCaller {
   heardText(): string {
     return this.line.heardText();
   }
-  /** Hangs up (Twilio's `stop`, a page's `hangup`), then waits for the socket to close. */
+  /** Hangs up (Twilio's `stop`, a page's `hangup`, a SIP BYE), then waits for the line to close. */
   hangUp(): Promise<void> {
     return this.line.hangUp();
   }

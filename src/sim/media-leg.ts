@@ -6,7 +6,9 @@
  * dropping unplayed audio on `clear`), presses keys and hangs up.
  *
  * The simulated inbound caller (./caller.ts) and the callee of the Twilio stand-in (./twilio.ts)
- * are both one of these on the line.
+ * are both one of these on the line. A web call's browser (./web-caller.ts) is one on the web
+ * wire, and a SIP phone (./sip-caller.ts) one on the RTP wire: there the call's signalling sets
+ * up an `RtpLink` (no socket of the leg's own, no marks, no `clear`: RTP has none).
  */
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
@@ -38,12 +40,31 @@ export interface SpokenLine {
  */
 export type LegEnd = 'callee' | 'carrier' | 'server' | 'local';
 
+/**
+ * The RTP wire of a SIP call (./sip-caller.ts): its media, set up by the call's signalling. The
+ * leg sends every 20 ms frame (silence included, as a phone does) and key presses through it,
+ * and asks it to hang up (a BYE).
+ */
+export interface RtpLink {
+  /** The far end's audio, μ-law 8 kHz, in order (`audio`), and its hang-up (`ended`), go to the leg from now on. */
+  start(input: { audio(frame: Buffer): void; ended(): void }): void;
+  /** One 20 ms μ-law frame out. */
+  send(frame: Buffer): void;
+  /** A key press (RFC 4733). */
+  sendDtmf(digit: string): void;
+  /** This end hangs up (a BYE); resolves once the far end answered it, or gave up. */
+  hangUp(): Promise<void>;
+  /** The media stops (its sockets close); no word to the far end. */
+  close(): void;
+}
+
 export interface MediaLegOptions {
   /**
-   * The wire: `twilio` (Media Streams JSON, base64 μ-law 8 kHz: the default) or `web` (a web
-   * call's stream, docs/web-calls.md: binary 16 kHz PCM and JSON control messages).
+   * The wire: `twilio` (Media Streams JSON, base64 μ-law 8 kHz: the default), `web` (a web
+   * call's stream, docs/web-calls.md: binary 16 kHz PCM and JSON control messages) or `rtp` (a
+   * SIP call's media, μ-law 8 kHz in RTP packets: `connectRtp`).
    */
-  wire?: 'twilio' | 'web';
+  wire?: 'twilio' | 'web' | 'rtp';
   accountSid: string;
   callSid: string;
   streamSid?: string;
@@ -86,6 +107,8 @@ export class MediaLeg {
   /** Web calls: every JSON message the server sent (`started`, `message`, `node`, `turn`, `latency`, `ended`, …). */
   readonly events: Array<{ type: string; [key: string]: unknown }> = [];
   private ws: WebSocket | null = null;
+  /** The RTP wire, once connected (`connectRtp`). */
+  private rtp: RtpLink | null = null;
   /** Web calls: 16 kHz PCM on the wire, μ-law 8 kHz for the sandbox voice and ear. */
   private readonly bridge: AudioBridge | null;
   /** The leg's ear first, then any other listener added by `addEar` (a voicemail's recorder). */
@@ -140,6 +163,24 @@ export class MediaLeg {
     this.sendTimer = setInterval(() => this.sendFrame(), 20);
   }
 
+  /**
+   * Opens an RTP wire (a SIP call the signalling has answered): the ear first, then the far end's
+   * audio, then a frame every 20 ms.
+   */
+  async connectRtp(link: RtpLink): Promise<void> {
+    this.ears.push(await this.openEar((line) => this.heard.push(line)));
+    this.rtp = link;
+    link.start({ audio: (frame) => this.received(frame), ended: () => this.rtpEnded() });
+    this.sendTimer = setInterval(() => this.sendFrame(), 20);
+  }
+
+  /** The RTP wire is over (a BYE either way): the media stops, and the leg ends as a closed socket does. */
+  private rtpEnded() {
+    if (this.endedBy) return;
+    this.rtp?.close();
+    this.onClose(null);
+  }
+
   private twilioStart(customParameters: Record<string, string>) {
     this.ws?.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
     this.send({
@@ -158,6 +199,7 @@ export class MediaLeg {
 
   /** The stream is open. */
   get open(): boolean {
+    if (this.rtp) return !this.endedBy;
     return this.ws?.readyState === WebSocket.OPEN;
   }
 
@@ -192,7 +234,7 @@ export class MediaLeg {
     );
   }
 
-  private onClose(code: number) {
+  private onClose(code: number | null) {
     this.closeCode = code;
     this.endedBy = this.ending ?? 'server';
     this.stopTimers();
@@ -309,7 +351,9 @@ export class MediaLeg {
     const next = this.sendQueue.shift();
     const frame = next?.frame ?? Buffer.alloc(FRAME, SILENCE);
     if (this.o.recordAudio) this.inboundAudio.push(frame);
-    if (this.bridge) {
+    if (this.rtp) {
+      if (!this.endedBy) this.rtp.send(frame);
+    } else if (this.bridge) {
       if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(this.bridge.fromProviders(frame), { binary: true });
     } else this.sendTwilioFrame(frame);
     next?.onSent?.();
@@ -389,6 +433,7 @@ export class MediaLeg {
   }
 
   pressKey(digit: string): void {
+    if (this.rtp) return void (this.endedBy || this.rtp.sendDtmf(digit));
     if (this.bridge) return void this.ws?.send(JSON.stringify({ type: 'dtmf', digit }));
     this.send({ event: 'dtmf', streamSid: this.streamSid, dtmf: { track: 'inbound_track', digit } });
   }
@@ -435,7 +480,13 @@ export class MediaLeg {
   }
 
   private async end(by: LegEnd): Promise<void> {
-    if (!this.endedBy && this.ws?.readyState === WebSocket.OPEN) {
+    if (this.rtp) {
+      if (!this.endedBy && !this.ending) {
+        this.ending = by;
+        await this.rtp.hangUp();
+        this.rtpEnded();
+      }
+    } else if (!this.endedBy && this.ws?.readyState === WebSocket.OPEN) {
       this.ending ??= by;
       if (this.bridge) this.ws.send(JSON.stringify({ type: 'hangup' }));
       else this.send({ event: 'stop', streamSid: this.streamSid, stop: { accountSid: this.o.accountSid, callSid: this.callSid } });
@@ -447,6 +498,10 @@ export class MediaLeg {
   /** Tears the leg down (timers, socket, ears) without waiting for the far end. */
   async close(): Promise<void> {
     this.stopTimers();
+    if (this.rtp && !this.endedBy) {
+      this.ending ??= 'local';
+      this.rtpEnded();
+    }
     if (this.ws && this.ws.readyState === WebSocket.OPEN) {
       this.ending ??= 'local';
       this.ws.close(1000);

@@ -2,7 +2,8 @@
  * Concurrent calls on one server process: `npm run bench:calls -- --calls N --duration S`.
  *
  * This process is the server: the real app and runtime on a listening port (embedded PGlite and
- * in-process sessions by default; DATABASE_URL / REDIS_URL when set), sandbox providers. The
+ * in-process sessions by default; DATABASE_URL / REDIS_URL when set), sandbox providers (or the
+ * real vendor adapters against their fakes in another process: `--providers vendors`). The
  * simulated callers (src/sim/caller.ts) run in a forked child process, so the server's figures
  * are its own: each caller dials over the Twilio protocol, hears the greeting, then speaks a
  * line, waits for the whole reply, pauses a little, and speaks again, through a workflow of three
@@ -29,12 +30,24 @@
  * --replot FILE --chart SVG (draw the chart again from a --json file, without running anything).
  * --web: the callers make web calls (POST /calls/web, 16 kHz PCM through AudioBridge) instead of
  * dialling over Twilio media streams; the bare baseline stays the Twilio echo.
+ * --sip: the callers are SIP phones (src/sim/sip-caller.ts) calling the server's SIP endpoint over
+ * UDP (started on a free port; the account takes INVITEs from 127.0.0.1, the number is a `sip` one):
+ * a hand-built INVITE, then RTP PCMU, a 20 ms packet every 20 ms both ways, and a BYE; one signalling
+ * socket per callers' process, an RTP/RTCP pair per call. The bare baseline stays the Twilio echo.
  * --background CLIP: the assistant plays background audio (`office`, `cafe`, DECISIONS 13) at
  * volume 0.5: every call sends 50 frames a second from pickup to hang-up, speech mixed over the
  * bed; the callers then tell a reply's start and end by the voice their ear hears, not by audio.
  * --record: every call is recorded (the assistant asks for consent), into a temporary DATA_DIR.
  * --generators K: the simulated callers run in K processes, the calls split between them (one
  * process decodes about 500 calls' audio before it falls behind: 1,000 calls want 2 or more).
+ * --providers vendors: the assistant runs the real Deepgram (STT), OpenAI (chat completions) and
+ * ElevenLabs (TTS) adapters, against their wire fakes in another process (test/bench/vendor-fakes.ts:
+ * they transcribe, answer and speak as the sandbox does), with dummy keys: every call opens a
+ * Deepgram stream, a model stream per turn and a TTS socket per reply, as a deployment does. Then
+ * --stt-ms, --llm-ms, --tts-ms are the fakes' latency (each Deepgram message, the completion's
+ * first byte, each generation's first audio). `--providers sandbox` (in process) is the default.
+ * --stt-chunk-ms MS (vendors): the Deepgram adapter's `audioChunkMs` (its default 50; 0 sends every
+ * 20 ms frame as its own message, as the adapter did before).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -55,14 +68,17 @@ import { openDb } from '../../src/store/db.js';
 import { createStore } from '../../src/store/index.js';
 import { createRuntime } from '../../src/runtime.js';
 import { createProviders, providerSettings } from '../../src/providers/index.js';
+import { createDeepgramStt } from '../../src/providers/stt/deepgram.js';
 import type { Providers } from '../../src/providers/types.js';
 import { TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import { WebCaller } from '../../src/sim/web-caller.js';
+import { SipCaller } from '../../src/sim/sip-caller.js';
 import { WebSocket } from 'ws';
 import { startEchoServer, type EchoServer } from './echo-server.js';
 import { renderChart } from './chart.js';
 import { freePort } from '../../src/net.js';
+import { DEEPGRAM_KEY, ELEVENLABS_KEY, OPENAI_KEY, type FromVendorFakes, type ToVendorFakes, type VendorFakesCounts } from './vendor-fakes.js';
 
 const TARGET_SERVICE_P99_MS = 10;
 const AUTH_TOKEN = 'bench-auth-token-0123456789';
@@ -86,16 +102,24 @@ interface Options {
   replot: string | null;
   /** Web calls (the browser's transport, 16 kHz PCM through AudioBridge) instead of Twilio media streams. */
   web: boolean;
+  /** SIP calls (`--sip`: SIP over UDP, RTP PCMU) instead of Twilio media streams; the server's SIP port once it is up. */
+  sip?: { port: number };
   /** A background clip every call plays (`--background office`), or null. */
   background: string | null;
   /** Every call is recorded (`--record`: the assistant asks for recording consent). */
   record: boolean;
   /** Caller processes the calls are split between (`--generators K`): one holds about 500 calls. */
   generators: number;
+  /** `sandbox` (in process) or `vendors`: the real adapters against wire fakes in another process. */
+  providers: 'sandbox' | 'vendors';
+  /** With vendors: the Deepgram fake's delay on each message. */
+  sttMs: number;
+  /** With vendors: the Deepgram adapter's `audioChunkMs` (null: its default). */
+  sttChunkMs: number | null;
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false, generators: 1 };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -109,11 +133,20 @@ function parseOptions(argv: string[]): Options {
       case '--duration': o.durationS = num(); break;
       case '--ramp': o.rampS = num(); break;
       case '--llm-ms': o.llmMs = num(); break;
+      case '--stt-ms': o.sttMs = num(); break;
+      case '--stt-chunk-ms': o.sttChunkMs = num(); break;
+      case '--providers': {
+        const v = value();
+        if (v !== 'sandbox' && v !== 'vendors') throw new Error(`--providers: sandbox or vendors, not "${v}"`);
+        o.providers = v;
+        break;
+      }
       case '--tts-ms': o.ttsMs = num(); break;
       case '--json': o.json = value(); break;
       case '--chart': o.chart = value(); break;
       case '--no-baseline': o.baseline = false; break;
       case '--web': o.web = true; break;
+      case '--sip': o.sip = { port: 0 }; break;
       case '--background': o.background = value(); break;
       case '--record': o.record = true; break;
       case '--generators': o.generators = Math.max(1, Math.floor(num())); break;
@@ -134,6 +167,9 @@ function parseOptions(argv: string[]): Options {
       default: throw new Error(`unknown option ${flag} (see the comment at the top of test/bench/calls.bench.ts)`);
     }
   }
+  if (o.sttMs > 0 && o.providers !== 'vendors') throw new Error('--stt-ms needs --providers vendors');
+  if (o.sttChunkMs !== null && o.providers !== 'vendors') throw new Error('--stt-chunk-ms needs --providers vendors');
+  if (o.sip && o.web) throw new Error('--sip and --web: one kind of call at a time');
   return o;
 }
 
@@ -200,7 +236,7 @@ function withLatency(providers: Providers, llmMs: number, ttsMs: number): Provid
 // messages between the server (this process) and the callers (the child)
 
 type ToCallers =
-  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string }; background?: boolean }
+  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string }; background?: boolean; sip?: { host: string; port: number } }
   | { type: 'stop' }
   | { type: 'echo'; url: string; calls: number; rampMs: number }
   | { type: 'echo-window' }
@@ -211,7 +247,19 @@ type FromCallers =
   | { type: 'echo-done'; sent: number; echoed: number; lost: number; late: number; rtt: Percentiles; eventLoopP99Ms: number; errors: string[] }
   | { type: 'progress'; connected: number; failed: number; turns: number }
   | { type: 'all-dialled'; connected: number; failed: number }
-  | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number };
+  | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number; rtp?: PhoneRtp };
+
+/** With --sip: the server's RTP as the phones received it (RtpSession's figures, summed over the calls). */
+interface PhoneRtp {
+  calls: number;
+  sent: number;
+  received: number;
+  lost: number;
+  late: number;
+  /** Each call's RFC 3550 interarrival jitter at its end: the mean over the calls and the largest. */
+  jitterMeanMs: number;
+  jitterMaxMs: number;
+}
 
 const ELD_RESOLUTION_MS = 10;
 /** perf_hooks records the whole timer interval: the lag is what exceeds the resolution. */
@@ -242,6 +290,7 @@ async function callersMain(): Promise<void> {
   let failed = 0;
   let turns = 0;
   let understood = 0;
+  let rtp: PhoneRtp | null = null;
   const errors: string[] = [];
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const until = async (test: () => boolean, timeoutMs: number, what: string) => {
@@ -256,11 +305,16 @@ async function callersMain(): Promise<void> {
     const web = run.web;
     const call = web
       ? new WebCaller({ baseUrl: run.baseUrl, apiKey: web.apiKey })
-      : new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+      : run.sip
+        ? new SipCaller({ host: run.sip.host, port: run.sip.port, to: run.number, from: `+1500555${String(i).padStart(4, '0')}` })
+        : new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
     let up = false;
     try {
       if (call instanceof WebCaller) await call.start({ assistant_id: web!.assistantId, workflow_id: web!.workflowId });
-      else {
+      else if (call instanceof SipCaller) {
+        const outcome = await call.dial();
+        if (outcome.kind !== 'connected') throw new Error(`refused: ${outcome.status} ${outcome.reason}`);
+      } else {
         const outcome = await call.dial();
         if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
       }
@@ -297,6 +351,17 @@ async function callersMain(): Promise<void> {
       if (errors.length < 10) errors.push(`call ${i}: ${(err as Error).message}`);
     } finally {
       await call.close().catch(() => undefined);
+      const s = call instanceof SipCaller ? call.rtpStats : null;
+      if (s) {
+        rtp ??= { calls: 0, sent: 0, received: 0, lost: 0, late: 0, jitterMeanMs: 0, jitterMaxMs: 0 };
+        rtp.jitterMeanMs = (rtp.jitterMeanMs * rtp.calls + s.jitterMs) / (rtp.calls + 1);
+        rtp.jitterMaxMs = Math.max(rtp.jitterMaxMs, s.jitterMs);
+        rtp.calls++;
+        rtp.sent += s.sent;
+        rtp.received += s.received;
+        rtp.lost += s.lost;
+        rtp.late += s.late;
+      }
     }
   };
 
@@ -313,7 +378,7 @@ async function callersMain(): Promise<void> {
       void Promise.all(callers).then(async () => {
         clearInterval(progress);
         await new Promise((r) => server.close(r));
-        send({ type: 'done', connected, failed, turns, understood, errors, eventLoopP99Ms: eventLoopLag(eld).p99, requests });
+        send({ type: 'done', connected, failed, turns, understood, errors, eventLoopP99Ms: eventLoopLag(eld).p99, requests, ...(rtp ? { rtp } : {}) });
         process.disconnect();
       });
       return;
@@ -470,6 +535,12 @@ interface StepResult {
   pass: boolean;
   /** The bare baseline at the same N (absent with --no-baseline). */
   baseline?: BaselineResult;
+  /** With `--providers vendors`: the fakes' process over the window (it shares the machine's cores). */
+  vendorFakes?: { cpuPercent: number; counts: VendorFakesCounts };
+  /** With --sip: the server's RTP as the phones received it, over the whole step. */
+  phoneRtp?: PhoneRtp;
+  /** With --sip: the phones' RTP as the server received it (its metrics, counted as each call's dialog was released). */
+  serverRtp?: ServerRtp;
 }
 
 interface BaselineResult {
@@ -520,6 +591,8 @@ async function serverMain(o: Options): Promise<void> {
   const db = await openDb(dbUrl ? { databaseUrl: dbUrl } : { dataDir: null });
   const store = createStore(db);
 
+  // with vendors, their fakes in a process of their own
+  const vendors = o.providers === 'vendors' ? await startVendorFakesProcess(o) : null;
   // the callers' process first: it answers webhooks and the Twilio REST API
   let callers = startCallers(o.generators);
   let hooksUrl = (await callers.ready).url;
@@ -533,6 +606,16 @@ async function serverMain(o: Options): Promise<void> {
     PORT: String(port),
     HOST: '127.0.0.1',
     TWILIO_API_BASE: hooksUrl,
+    ...(vendors
+      ? {
+          DEEPGRAM_API_BASE: vendors.urls.deepgram,
+          DEEPGRAM_API_KEY: DEEPGRAM_KEY,
+          OPENAI_API_BASE: vendors.urls.openai,
+          OPENAI_API_KEY: OPENAI_KEY,
+          ELEVENLABS_API_BASE: vendors.urls.elevenlabs,
+          ELEVENLABS_API_KEY: ELEVENLABS_KEY,
+        }
+      : {}),
     // recordings (--record) go to a folder of the run's own, removed at the end
     DATA_DIR: dataDir,
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
@@ -540,7 +623,9 @@ async function serverMain(o: Options): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL);
   const recorder = new TurnLatencyRecorder();
   let recording = false;
-  const providers = withLatency(createProviders(providerSettings(config)), o.llmMs, o.ttsMs);
+  // with vendors the latency is the fakes' (their process was told at its start)
+  const providers = vendors ? createProviders(providerSettings(config)) : withLatency(createProviders(providerSettings(config)), o.llmMs, o.ttsMs);
+  if (vendors && o.sttChunkMs !== null) providers.stt.set('deepgram', createDeepgramStt(providerSettings(config), { audioChunkMs: o.sttChunkMs }));
   const runtime = await createRuntime({
     config,
     store,
@@ -548,10 +633,13 @@ async function serverMain(o: Options): Promise<void> {
     providers,
     webhookQueueName: `bench-calls-${Date.now()}`,
     onTurnLatency: (t) => (recording ? recorder.record(t) : recorder.noteOutbound(t)),
+    // --sip: the SIP endpoint on a free port of HOST (127.0.0.1), RTP in RTP_PORT_MIN–MAX
+    ...(o.sip ? { sip: { port: 0 } } : {}),
   });
   const app = await buildApp({ config, store, logger, runtime });
   await app.listen({ port, host: '127.0.0.1' });
   const baseUrl = `http://127.0.0.1:${port}`;
+  if (o.sip) o.sip = { port: runtime.sip!.port };
 
   const { key } = await store.keys.createKey('Call benchmark');
   const api = async (method: 'POST' | 'PATCH', url: string, body: unknown) => {
@@ -563,27 +651,43 @@ async function serverMain(o: Options): Promise<void> {
     api('PATCH', '/account', {
       webhook: { url: `${url}/hooks`, secret: 'whsec_YmVuY2gtc2VjcmV0LWJlbmNoLXNlY3JldC1iZW5jaA==' },
       telephony: { twilio: { account_sid: ACCOUNT_SID, auth_token: AUTH_TOKEN } },
+      // --sip: INVITEs from the callers' processes (on this machine) need no credentials
+      ...(o.sip ? { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } } : {}),
     });
   await setUpAccount(hooksUrl);
   const assistant = await api('POST', '/assistants', {
     name: 'Benchmark receptionist',
-    llm_config: { provider: 'sandbox' },
-    stt_config: { provider: 'sandbox' },
-    tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
+    ...(vendors
+      ? {
+          // the sandbox STT's endpointing and utterance end, so that both runs converse alike
+          stt_config: { provider: 'deepgram', endpointing: 300, utterance_end_ms: 1000 },
+          llm_config: { provider: 'openai', model: 'gpt-4o-mini' },
+          tts_config: { provider: 'elevenlabs', voice_id: 'bench-voice' },
+        }
+      : {
+          llm_config: { provider: 'sandbox' },
+          stt_config: { provider: 'sandbox' },
+          tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
+        }),
     ...(o.background ? { speech_config: { background_audio: { enabled: true, clip: o.background, volume: 0.5 } } } : {}),
     ...(o.record ? { recording_consent: { enabled: true, message: 'This call is recorded.' } } : {}),
   });
   if (!assistant.assistant) throw new Error(`the assistant was refused: ${JSON.stringify(assistant)}`);
   const workflow = await api('POST', '/workflows', { name: 'Benchmark loop', definition: loopDefinition });
   const number = '+15550100100';
-  await api('POST', '/numbers', { number, assistant_id: assistant.assistant.id, workflow_id: workflow.workflow.id });
+  await api('POST', '/numbers', { number, assistant_id: assistant.assistant.id, workflow_id: workflow.workflow.id, ...(o.sip ? { provider: 'sip' } : {}) });
 
   const machine = `${os.cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
   process.stdout.write(
     `bench:calls on ${machine}\n` +
       `  server: this process (pid ${process.pid}); callers: ${o.generators === 1 ? 'a child process' : `${o.generators} child processes`}; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
-      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`,
+      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.sip ? `SIP calls (UDP to port ${o.sip.port}, RTP PCMU), ` : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}` +
+      (vendors
+        ? `Deepgram, OpenAI and ElevenLabs adapters against their wire fakes (test/bench/vendor-fakes.ts, pid ${vendors.pid})` +
+          `${o.sttMs || o.llmMs || o.ttsMs ? ` + ${o.sttMs} ms STT, ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}` +
+          `${o.sttChunkMs !== null ? `; Deepgram audio in ${o.sttChunkMs ? `${o.sttChunkMs} ms chunks` : 'single frames'}` : ''}\n`
+        : `sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`),
   );
 
   const echo = o.baseline ? await startEchoServer() : null;
@@ -597,8 +701,15 @@ async function serverMain(o: Options): Promise<void> {
     }
     const baseline = echo ? await runBaseline(n, o, callers, echo) : undefined;
     const web = o.web ? { apiKey: key, assistantId: assistant.assistant.id as string, workflowId: workflow.workflow.id as string } : undefined;
-    const result = await runStep(n, o, callers, baseUrl, number, web, recorder, (on) => (recording = on), () => runtime.calls.liveCount());
+    const rtpBefore = o.sip ? await serverRtp(app) : null;
+    const result = await runStep(n, o, callers, baseUrl, number, web, recorder, (on) => (recording = on), () => runtime.calls.liveCount(), vendors);
     if (baseline) result.baseline = baseline;
+    if (rtpBefore) {
+      // a SIP call's RTP figures are counted when its dialog is released
+      const released = Date.now() + 10_000;
+      while (runtime.sip!.dialogCount > 0 && Date.now() < released) await new Promise((r) => setTimeout(r, 100));
+      result.serverRtp = rtpDelta(rtpBefore, await serverRtp(app));
+    }
     results.push(result);
     printResult(result);
     // wait until the server has let go of every call before the next step
@@ -639,6 +750,7 @@ async function serverMain(o: Options): Promise<void> {
   await runtime.close(5_000);
   await app.close();
   await db.close();
+  await vendors?.close();
   if (dbName && process.env.DATABASE_URL) {
     const pg = (await import('pg')).default;
     const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
@@ -669,7 +781,7 @@ function chart(results: StepResult[], machine: string, o: Options): string {
       return y === undefined ? [] : [[r.calls, y] as [number, number]];
     });
   return renderChart({
-    title: 'bench:calls: one server process, sandbox providers',
+    title: `bench:calls: one server process, ${o.providers === 'vendors' ? 'vendor adapters against their wire fakes' : 'sandbox providers'}`,
     subtitle: `${machine}; ${o.durationS} s window per step${o.llmMs || o.ttsMs ? `; +${o.llmMs} ms model, +${o.ttsMs} ms TTS` : ''}`,
     xLabel: 'concurrent calls',
     panels: [
@@ -714,6 +826,61 @@ async function memoryAfterGc(): Promise<NodeJS.MemoryUsage> {
   await new Promise((r) => setTimeout(r, 200));
   gc();
   return process.memoryUsage();
+}
+
+/** The phones' RTP as the server received it: its SIP metrics (counted per call as its dialog is released). */
+interface ServerRtp {
+  calls: number;
+  lost: number;
+  late: number;
+  wrongSource: number;
+  jitterMeanMs: number;
+  /** The smallest jitter bucket (ms) every call's jitter was under, or null when some were above the largest. */
+  jitterBoundMs: number | null;
+}
+
+interface RtpMetrics {
+  lost: number;
+  late: number;
+  wrongSource: number;
+  jitterSum: number;
+  jitterCount: number;
+  buckets: Map<string, number>;
+}
+
+async function serverRtp(app: { inject(o: { method: 'GET'; url: string }): Promise<{ body: string }> }): Promise<RtpMetrics> {
+  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+  const buckets = new Map<string, number>();
+  for (const m of text.matchAll(/^switchboard_rtp_jitter_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) buckets.set(m[1]!, Number(m[2]));
+  return {
+    lost: value('switchboard_rtp_packets_lost_total'),
+    late: value('switchboard_rtp_packets_late_total'),
+    wrongSource: value('switchboard_rtp_wrong_source_total'),
+    jitterSum: value('switchboard_rtp_jitter_seconds_sum'),
+    jitterCount: value('switchboard_rtp_jitter_seconds_count'),
+    buckets,
+  };
+}
+
+function rtpDelta(a: RtpMetrics, b: RtpMetrics): ServerRtp {
+  const calls = b.jitterCount - a.jitterCount;
+  let bound: number | null = null;
+  for (const [le, n] of b.buckets) {
+    if (le === '+Inf') continue;
+    if (n - (a.buckets.get(le) ?? 0) >= calls) {
+      bound = Number(le) * 1000;
+      break;
+    }
+  }
+  return {
+    calls,
+    lost: b.lost - a.lost,
+    late: b.late - a.late,
+    wrongSource: b.wrongSource - a.wrongSource,
+    jitterMeanMs: calls > 0 ? ((b.jitterSum - a.jitterSum) / calls) * 1000 : 0,
+    jitterBoundMs: bound,
+  };
 }
 
 interface CallersProcess {
@@ -774,6 +941,23 @@ function startCallers(k: number): CallersProcess {
           errors: all.flatMap((m) => (m as { errors: string[] }).errors),
           eventLoopP99Ms: most((m) => m.eventLoopP99Ms),
           requests: sum((m) => m.requests),
+          ...(() => {
+            const rtps = all.flatMap((m) => ((m as { rtp?: PhoneRtp }).rtp ? [(m as { rtp: PhoneRtp }).rtp] : []));
+            if (rtps.length === 0) return {};
+            const calls = rtps.reduce((t, r) => t + r.calls, 0);
+            const total = (f: (r: PhoneRtp) => number) => rtps.reduce((t, r) => t + f(r), 0);
+            return {
+              rtp: {
+                calls,
+                sent: total((r) => r.sent),
+                received: total((r) => r.received),
+                lost: total((r) => r.lost),
+                late: total((r) => r.late),
+                jitterMeanMs: total((r) => r.jitterMeanMs * r.calls) / Math.max(1, calls),
+                jitterMaxMs: Math.max(...rtps.map((r) => r.jitterMaxMs)),
+              },
+            };
+          })(),
         };
       default:
         return first;
@@ -804,6 +988,49 @@ function startCallers(k: number): CallersProcess {
     on: (h) => handlers.push(h),
     send: (m) => {
       pool.forEach((p, i) => p.send(m.type === 'run' || m.type === 'echo' ? { ...m, calls: share(m.calls, i) } : m));
+    },
+  };
+}
+
+interface VendorFakesProcess {
+  pid: number;
+  urls: { deepgram: string; openai: string; elevenlabs: string };
+  /** The fakes' process CPU time so far (µs) and what it served. */
+  cpu(): Promise<{ cpuUs: number; counts: VendorFakesCounts }>;
+  close(): Promise<void>;
+}
+
+/** test/bench/vendor-fakes.ts in a child process, with the run's latency. */
+async function startVendorFakesProcess(o: Options): Promise<VendorFakesProcess> {
+  const script = fileURLToPath(new URL('./vendor-fakes.ts', import.meta.url));
+  const args = ['--deepgram-ms', String(o.sttMs), '--openai-ms', String(o.llmMs), '--elevenlabs-ms', String(o.ttsMs)];
+  const child = fork(script, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  process.on('exit', () => child.kill());
+  const waiting: Array<(m: Extract<FromVendorFakes, { type: 'cpu' }>) => void> = [];
+  const ready = new Promise<Extract<FromVendorFakes, { type: 'ready' }>>((resolve, reject) => {
+    child.on('message', (m: FromVendorFakes) => {
+      if (m.type === 'ready') resolve(m);
+      else if (m.type === 'cpu') waiting.shift()?.(m);
+    });
+    void exited.then(() => reject(new Error("the vendor fakes' process exited before it was ready")));
+  });
+  const r = await ready;
+  const send = (m: ToVendorFakes) => child.send(m);
+  return {
+    pid: r.pid,
+    urls: { deepgram: r.deepgram, openai: r.openai, elevenlabs: r.elevenlabs },
+    cpu: () =>
+      new Promise((resolve, reject) => {
+        if (child.exitCode !== null || child.signalCode !== null) return reject(new Error("the vendor fakes' process has exited"));
+        waiting.push((m) => resolve({ cpuUs: m.userUs + m.systemUs, counts: m.counts }));
+        void exited.then(() => reject(new Error("the vendor fakes' process exited")));
+        send({ type: 'cpu' });
+      }),
+    close: async () => {
+      if (child.exitCode === null) send({ type: 'stop' });
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+      if (child.exitCode === null) child.kill();
     },
   };
 }
@@ -885,6 +1112,7 @@ async function runStep(
   recorder: TurnLatencyRecorder,
   setRecording: (on: boolean) => void,
   liveCount: () => number,
+  vendors: VendorFakesProcess | null,
 ): Promise<StepResult> {
   const tty = process.stderr.isTTY;
   const rampMs = (o.rampS ?? Math.max(2, n / 25)) * 1000;
@@ -915,7 +1143,7 @@ async function runStep(
     else if (Math.round((Date.now() - started) / 1000) % 5 === 0) process.stderr.write(`${line}\n`);
   }, 1000);
 
-  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}), ...(o.background ? { background: true } : {}) });
+  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}), ...(o.background ? { background: true } : {}), ...(o.sip ? { sip: { host: '127.0.0.1', port: o.sip.port } } : {}) });
   const dialled = await allDialled;
   // a moment for the last greetings to finish, then measure (nothing to measure if no call is up)
   await new Promise((r) => setTimeout(r, 2_000));
@@ -924,6 +1152,7 @@ async function runStep(
   setRecording(true);
   eld.enable();
   eld.reset();
+  const fakesAtStart = vendors ? await vendors.cpu() : null;
   const cpu0 = process.cpuUsage();
   const audioAtStart = recorder.outboundSnapshot();
   const gcPauses: number[] = [];
@@ -947,6 +1176,7 @@ async function runStep(
   }
   const windowS = (Date.now() - windowStart) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const fakesAtEnd = vendors ? await vendors.cpu() : null;
   eld.disable();
   setRecording(false);
   const summary = recorder.summary();
@@ -989,10 +1219,24 @@ async function runStep(
     callersEventLoopP99Ms: final.eventLoopP99Ms,
     callerTurns: final.turns,
     understood: final.understood,
+    ...(final.rtp ? { phoneRtp: final.rtp } : {}),
     loadAverage: os.loadavg()[0]!,
     errors: final.errors,
     pass: false,
   };
+  if (fakesAtStart && fakesAtEnd) {
+    const c0 = fakesAtStart.counts;
+    const c1 = fakesAtEnd.counts;
+    result.vendorFakes = {
+      cpuPercent: ((fakesAtEnd.cpuUs - fakesAtStart.cpuUs) / 1000 / (windowS * 1000)) * 100,
+      counts: {
+        deepgramStreams: c1.deepgramStreams - c0.deepgramStreams,
+        deepgramMessages: c1.deepgramMessages - c0.deepgramMessages,
+        completions: c1.completions - c0.completions,
+        ttsGenerations: c1.ttsGenerations - c0.ttsGenerations,
+      },
+    };
+  }
   // steady state with N calls up: the ramp's burst of call starts is reported apart (its rate is ours to pick)
   result.pass = result.failed === 0 && summary.serviceMs.p99 < TARGET_SERVICE_P99_MS && windowFrames.framesLate === 0;
   recorder.reset(); // audio totals belong to this step only
@@ -1021,6 +1265,25 @@ function printResult(r: StepResult): void {
       `  outbound frames in the window: ${r.windowFrames.sent} sent, ${r.windowFrames.late} late (max ${ms(r.windowFrames.maxLateMs)} ms); ` +
         `during the ramp (${r.calls} calls dialled in ${r.rampS.toFixed(0)} s): ${r.frames.sent - r.windowFrames.sent} sent, ${r.frames.late - r.windowFrames.late} late`,
       `  replies the callers' ear could read: ${r.understood} of ${r.callerTurns}; GC in the window: ${r.gc.count} pauses, ${ms(r.gc.totalMs)} ms in all, longest ${ms(r.gc.maxMs)} ms`,
+      ...(r.phoneRtp
+        ? [
+            `  RTP, server → phones (${r.phoneRtp.calls} calls, whole step): ${r.phoneRtp.received} packets received, ${r.phoneRtp.lost} lost, ${r.phoneRtp.late} late or twice; ` +
+              `jitter (RFC 3550, at each call's end) mean ${ms(r.phoneRtp.jitterMeanMs)} ms, largest ${ms(r.phoneRtp.jitterMaxMs)} ms`,
+          ]
+        : []),
+      ...(r.serverRtp
+        ? [
+            `  RTP, phones → server (${r.serverRtp.calls} calls, whole step; the phones sent ${r.phoneRtp?.sent ?? '?'}): ${r.serverRtp.lost} lost, ${r.serverRtp.late} late or twice, ` +
+              `${r.serverRtp.wrongSource} from a wrong source; jitter mean ${ms(r.serverRtp.jitterMeanMs)} ms, every call's under ${r.serverRtp.jitterBoundMs === null ? '?' : `${r.serverRtp.jitterBoundMs} ms`}`,
+          ]
+        : []),
+      ...(r.vendorFakes
+        ? [
+            `  vendor fakes (another process) in the window: ${r.vendorFakes.cpuPercent.toFixed(0)}% of one core; ` +
+              `${r.vendorFakes.counts.deepgramMessages} Deepgram messages (results and events), ` +
+              `${r.vendorFakes.counts.completions} completions, ${r.vendorFakes.counts.ttsGenerations} TTS generations`,
+          ]
+        : []),
       `  service p99 < ${TARGET_SERVICE_P99_MS} ms with no late frame in the window and no failed call: ${r.pass ? 'yes' : 'NO'}`,
       ...r.errors.map((e) => `  error: ${e}`),
       ...(b
