@@ -107,6 +107,26 @@ describe('RTP session', () => {
     expect(() => inside.senderReport()).not.toThrow();
   });
 
+  it('timestamps follow the clock: a burst goes 160 apart, the first frame after a pause jumps over it with the marker', async () => {
+    const { rtp, peer } = await session();
+    const got: Buffer[] = [];
+    peer.on('message', (m) => got.push(m));
+    for (let i = 0; i < 3; i++) rtp.send(frame(1));
+    await new Promise((r) => setTimeout(r, 300));
+    rtp.send(frame(2));
+    rtp.send(frame(2));
+    await new Promise((r) => setTimeout(r, 50));
+    const packets = got.map((b) => parseRtp(b)!);
+    expect(packets.map((p) => p.marker)).toEqual([true, false, false, true, false]);
+    const steps = packets.slice(1).map((p, i) => (p.timestamp - packets[i]!.timestamp) >>> 0);
+    expect(steps.slice(0, 2)).toEqual([160, 160]);
+    // 300 ms after the first frame is 2,400 samples; the burst's frames were ahead of the clock
+    expect(steps[2]).toBeGreaterThanOrEqual(2400 - 2 * 160 - 160);
+    expect(steps[2]).toBeLessThanOrEqual(2400 + 4 * 160);
+    expect(steps[2]! % 160).toBe(0);
+    expect(steps[3]).toBe(160);
+  });
+
   it('goes on across the sequence number wrap', async () => {
     const { send, settle, frames, rtp } = await session();
     for (const seq of [65534, 65535, 0, 1]) await send(packet(seq, 0, frame(seq & 0xff)));

@@ -327,10 +327,25 @@ export class RtpSession {
       payload = Buffer.allocUnsafe(frame.length);
       for (let i = 0; i < frame.length; i++) payload[i] = MULAW_TO_ALAW[frame[i]!]!;
     }
+    // the timestamp follows the clock (RFC 3550 §5.1): frames sent ahead of time (the pacer's lead)
+    // follow each other 160 apart, and the first after a pause jumps over it and starts a
+    // talkspurt (the marker bit, RFC 3551 §4.1)
+    const now = performance.now();
+    if (this.clockStart === null) this.clockStart = { at: now, timestamp: this.timestamp };
+    else {
+      const next = (this.timestamp + this.lastFrameSamples) >>> 0;
+      const byClock = (this.clockStart.timestamp + Math.floor(((now - this.clockStart.at) * 8) / 160) * 160) >>> 0;
+      const ahead = (byClock - next) | 0;
+      if (ahead > 3 * 160) {
+        this.timestamp = byClock;
+        this.marker = true;
+      } else this.timestamp = next;
+    }
+    this.lastFrameSamples = frame.length;
+    this.lastSentAt = now;
     const packet = rtpPacket(this.o.payload, this.marker, this.seq, this.timestamp, this.ssrc, payload);
     this.marker = false;
     this.seq = (this.seq + 1) & 0xffff;
-    this.timestamp = (this.timestamp + frame.length) >>> 0;
     this.stats.sent++;
     this.octetsSent += payload.length;
     if (this.holding) return;
@@ -339,6 +354,11 @@ export class RtpSession {
 
   /** The peer put us on hold (or has no address): nothing is sent until it takes us back. */
   holding = false;
+  /** When the last audio packet went (performance.now()), for keep-alives; 0 before the first. */
+  lastSentAt = 0;
+  /** The clock the timestamps follow: the first packet's time and timestamp. */
+  private clockStart: { at: number; timestamp: number } | null = null;
+  private lastFrameSamples = 0;
 
   /** One datagram; a bad address or port (the peer's to choose) is never thrown out of here. */
   private transmit(socket: dgram.Socket, packet: Buffer, port: number): void {
@@ -354,7 +374,7 @@ export class RtpSession {
   sendDtmf(digit: string): void {
     const event = DTMF_DIGITS.indexOf(digit.toUpperCase());
     if (event < 0 || this.o.dtmfPayload === null || this.closed) return;
-    const ts = this.timestamp;
+    const ts = (this.timestamp + this.lastFrameSamples) >>> 0;
     const at = (duration: number, end: boolean) => {
       const payload = Buffer.from([event, (end ? 0x80 : 0) | 10, duration >> 8, duration & 0xff]);
       this.transmit(this.o.rtp, rtpPacket(this.o.dtmfPayload!, duration === 160, this.seq, ts, this.ssrc, payload), this.target.port);

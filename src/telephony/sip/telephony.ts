@@ -66,6 +66,9 @@ const MAX_INFLIGHT_UNTRUSTED = 20;
 const TRUSTED_MS = 60 * 60_000;
 /** Sources tracked at once, for refusals and for trust (the oldest go first). */
 const MAX_TRACKED_SOURCES = 10_000;
+/** With nothing sent for this long, a frame of silence goes (RTP keep-alive). */
+const KEEPALIVE_MS = 1_000;
+const SILENT_FRAME = Buffer.alloc(160, 0xff);
 /** How long a hang-up waits for the answer to its BYE before the call goes on ending. */
 const BYE_WAIT_MS = 2_000;
 
@@ -532,6 +535,9 @@ export class SipTelephony implements OutboundCarrier {
       // on hold (the peer sends nothing while `inactive` or `recvonly`), silence is not a hang-up
       const peerSilent = dialog.negotiated.direction === 'inactive' || dialog.negotiated.direction === 'recvonly';
       if (peerSilent) dialog.rtp.lastPacketAt = now;
+      // while the assistant is silent, a packet of silence now and then: a trunk's RTP timeout
+      // and the NAT path to it must not take a long caller turn for a dead call
+      if (now - dialog.rtp.lastSentAt > KEEPALIVE_MS) dialog.rtp.send(SILENT_FRAME);
       if (now - dialog.rtp.lastPacketAt > this.o.liveness.idleMs) {
         const why = `no RTP from the far end for ${Math.round((now - dialog.rtp.lastPacketAt) / 1000)} s`;
         this.toCall(dialog, 'far end gone', (c) => c.farEndGone(why));
