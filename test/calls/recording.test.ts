@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import S3rver from 's3rver';
 import { linearToMulaw } from '../../src/audio/mulaw.js';
-import { createSandboxStt } from '../../src/providers/sandbox/stt.js';
+import { transcribe } from '../helpers/sandbox-ear.js';
 import {
   callIdOf,
   callKinds,
@@ -46,20 +46,6 @@ function channelsOf(wav: Buffer): { left: Buffer; right: Buffer; seconds: number
   return { left, right, seconds: n / 8000 };
 }
 
-/** What the sandbox STT reads in a channel: its lines, in order. */
-async function transcribe(mulaw: Buffer): Promise<string[]> {
-  const lines: string[] = [];
-  const stt = await createSandboxStt().connect(
-    { provider: 'sandbox' },
-    { onTranscript: (t) => t.isFinal && t.text.trim() && lines.push(t.text.trim()), onError: () => undefined },
-  );
-  for (let i = 0; i < mulaw.length; i += 160) stt.sendAudio(mulaw.subarray(i, i + 160));
-  stt.sendAudio(Buffer.alloc(8000, 0xff));
-  stt.finalize();
-  await new Promise((r) => setTimeout(r, 50));
-  await stt.close();
-  return lines;
-}
 
 async function fetchRecording(s: CallingServer, callId: string) {
   const res = await fetch(`${s.baseUrl}/calls/${callId}/recording`, { headers: { authorization: `Bearer ${s.key}` } });

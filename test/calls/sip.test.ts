@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { mulawDecode, mulawEncode } from '../../src/audio/mulaw.js';
-import { createSandboxStt } from '../../src/providers/sandbox/stt.js';
+import { transcribe } from '../helpers/sandbox-ear.js';
 import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/tts.js';
 import { Baresip, baresipAvailable, concatSamples, readWav, silence, stopAllBaresip, writeWav } from '../helpers/baresip.js';
 import { eventually, frontDesk, frontDeskWorkflow, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer } from '../helpers/calls.js';
@@ -48,19 +48,7 @@ async function speech(name: string, text: string, leadSeconds = 0.2): Promise<st
 
 /** The lines the sandbox STT reads in a WAV baresip recorded (8 kHz 16-bit mono). */
 async function heardLines(path: string): Promise<string[]> {
-  const wav = await readWav(path);
-  const mulaw = mulawEncode(wav.samples);
-  const lines: string[] = [];
-  const stt = await createSandboxStt().connect(
-    { provider: 'sandbox' },
-    { onTranscript: (t) => t.isFinal && t.text.trim() && lines.push(t.text.trim()), onError: () => undefined },
-  );
-  for (let i = 0; i < mulaw.length; i += 160) stt.sendAudio(mulaw.subarray(i, i + 160));
-  stt.sendAudio(Buffer.alloc(8000, 0xff));
-  stt.finalize();
-  await new Promise((r) => setTimeout(r, 50));
-  await stt.close();
-  return lines;
+  return transcribe(mulawEncode((await readWav(path)).samples));
 }
 
 /** `eventually`, probe first. */

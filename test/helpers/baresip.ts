@@ -21,6 +21,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { endianness, tmpdir } from 'node:os';
+import { wavHeader } from '../../src/audio/wav.js';
 import { basename, join } from 'node:path';
 
 export const BARESIP = process.env.BARESIP_PATH ?? '/usr/bin/baresip';
@@ -731,19 +732,7 @@ export async function readWav(path: string): Promise<Wav> {
 }
 
 export function encodeWav(samples: Int16Array, sampleRate = 8000): Buffer {
-  const buf = Buffer.alloc(44 + samples.length * 2);
-  buf.write('RIFF', 0, 'ascii');
-  buf.writeUInt32LE(36 + samples.length * 2, 4);
-  buf.write('WAVEfmt ', 8, 'ascii');
-  buf.writeUInt32LE(16, 16);
-  buf.writeUInt16LE(1, 20); // PCM
-  buf.writeUInt16LE(1, 22); // mono
-  buf.writeUInt32LE(sampleRate, 24);
-  buf.writeUInt32LE(sampleRate * 2, 28);
-  buf.writeUInt16LE(2, 32);
-  buf.writeUInt16LE(16, 34);
-  buf.write('data', 36, 'ascii');
-  buf.writeUInt32LE(samples.length * 2, 40);
+  const buf = Buffer.concat([wavHeader({ sampleRate, channels: 1, dataBytes: samples.length * 2 }), Buffer.alloc(samples.length * 2)]);
   if (endianness() === 'LE') Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength).copy(buf, 44);
   else for (let i = 0; i < samples.length; i++) buf.writeInt16LE(samples[i]!, 44 + i * 2);
   return buf;

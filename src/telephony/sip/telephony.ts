@@ -418,22 +418,14 @@ export class SipTelephony implements OutboundCarrier {
     return { address: this.endpoint.publicAddress, port: d.rtpPort, sessionId: d.sessionId, version: d.sdpVersion };
   }
 
-  private newDialog(o: {
-    direction: Dialog['direction'];
-    sipCallId: string;
-    localTag: string;
-    remoteTag: string;
-    localUri: string;
-    remoteUri: string;
-    remoteTarget: string;
-    remote: Remote;
-    routeSet: string[];
-    media: Awaited<ReturnType<RtpPorts['allocate']>>;
-    negotiated: Negotiated;
-    callId: string;
-    signallingAddress: string;
-    localSeq?: number;
-  }): Dialog {
+  private newDialog(
+    o: Pick<Dialog, 'direction' | 'sipCallId' | 'localTag' | 'remoteTag' | 'localUri' | 'remoteUri' | 'remoteTarget' | 'remote' | 'routeSet' | 'callId'> & {
+      media: Awaited<ReturnType<RtpPorts['allocate']>>;
+      negotiated: Negotiated;
+      signallingAddress: string;
+      localSeq?: number;
+    },
+  ): Dialog {
     let dialog: Dialog | null = null;
     const rtp = new RtpSession({
       rtp: o.media.rtp,
