@@ -3,9 +3,10 @@
  * INVITE over UDP, the 100/180/200 and the ACK, the conversation over RTP heard through the
  * sandbox STT, and a BYE either way; what `bench:calls --sip` runs by the hundred.
  */
+import dgram from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SipCaller, SipSignalling } from '../../src/sim/sip-caller.js';
-import { eventually, frontDesk, frontDeskWorkflow, receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { eventually, frontDesk, frontDeskWorkflow, longGreeting, receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
 
 let s: CallingServer;
 let sipPort: number;
@@ -106,4 +107,33 @@ describe('the simulated SIP phone', () => {
       await phone.close();
     }
   });
+
+  it('keeps its frames on time while garbage and a flood of INVITEs hit the SIP port', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: longGreeting });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550113', signalling });
+    const flood = dgram.createSocket('udp4');
+    await new Promise<void>((r) => flood.bind(0, '127.0.0.4', () => r()));
+    try {
+      expect((await phone.dial()).kind).toBe('connected');
+      await phone.hear('Let me tell you');
+      // while the long greeting plays: 2,000 datagrams, half garbage, half INVITEs to nobody
+      const started = phone.frameTimes.length;
+      for (let i = 0; i < 2000; i++) {
+        const invite = `INVITE sip:+1555000${i % 1000}@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.4:9;branch=z9hG4bKf${i}\r\nFrom: <sip:x@y>;tag=${i}\r\nTo: <sip:z@y>\r\nCall-ID: f${i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n`;
+        flood.send(i % 2 ? Buffer.from(invite) : Buffer.alloc(200 + (i % 700), i & 0xff), sipPort, '127.0.0.1');
+        if (i % 100 === 99) await new Promise((r) => setTimeout(r, 5));
+      }
+      await phone.hear('Parking is free');
+      const times = phone.frameTimes.slice(started);
+      expect(times.length).toBeGreaterThan(50);
+      const gaps = times.slice(1).map((t, i) => t - times[i]!);
+      // a frame every 20 ms (the pacer's lead sends some early): never a hole a caller would hear
+      expect(Math.max(...gaps)).toBeLessThan(100);
+      await phone.hangUp();
+      expect((await fetch(`${s.baseUrl}/readyz`)).status).toBe(200);
+    } finally {
+      flood.close();
+      await phone.close();
+    }
+  }, 60_000);
 });
