@@ -184,7 +184,6 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     const publicAddress = await sipPublicAddress(o.config.SIP_PUBLIC_ADDRESS ?? defaultSipAddress(o.config.HOST, o.logger));
     sip = new SipTelephony({
       calls: service,
-      callStore,
       store: o.store,
       logger: o.logger,
       watcher,

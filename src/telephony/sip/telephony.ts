@@ -9,7 +9,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import type { ActiveCall } from '../../calls/active-call.js';
 import type { CallService } from '../../calls/service.js';
-import type { CallRecord, CallStore } from '../../calls/store.js';
+import type { CallRecord } from '../../calls/store.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { OutboundCalls, OutboundCarrier } from '../../calls/outbound-calls.js';
 import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
@@ -36,7 +36,6 @@ import { answer, isHold, negotiate, offer, type Negotiated } from './sdp.js';
 
 export interface SipTelephonyOptions {
   calls: CallService;
-  callStore: CallStore;
   store: Store;
   logger: Logger;
   watcher: StreamWatcher;
@@ -101,9 +100,6 @@ interface Dialog {
   call: ActiveCall | null;
   /** The dialog is over (BYE sent or received, or never confirmed). */
   ended: boolean;
-  /** The peer ended it. */
-  byePeer: boolean;
-  canceled: boolean;
   /** Undone on close: the liveness watch, mark timers. */
   cleanups: (() => void)[];
   direction: 'inbound' | 'outbound';
@@ -234,7 +230,6 @@ export class SipTelephony implements OutboundCarrier {
         if (!inDialog) return void tx.respond(481, 'Call/Transaction Does Not Exist');
         tx.respond(200, 'OK');
         inDialog.ended = true;
-        inDialog.byePeer = true;
         this.toCall(inDialog, 'hang-up', (c) => c.callerHungUp());
         return;
       case 'OPTIONS':
@@ -459,8 +454,6 @@ export class SipTelephony implements OutboundCarrier {
       callId: o.callId,
       call: null,
       ended: false,
-      byePeer: false,
-      canceled: false,
       cleanups: [],
     };
     rtp.holding = isHold(o.negotiated);
