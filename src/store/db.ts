@@ -132,23 +132,31 @@ async function pglite(): Promise<typeof PGlite> {
 }
 
 /**
- * Creates the embedded database's folder in a child process: `initdb` in WebAssembly grows its
- * memory to some 850 MB, which it would keep for the server's whole life (WebAssembly memory
- * never shrinks). The child exits and gives it back; the server then opens the folder as on any
- * restart. Does nothing when the folder exists.
+ * Creates the embedded database's folder in a child process, schema included: `initdb` in
+ * WebAssembly grows its memory to some 850 MB, and the first migrations some 60 MB more, which
+ * the server would keep for its whole life (WebAssembly memory never shrinks). The child exits
+ * and gives it back; the server then opens the folder as on any restart, with nothing left to
+ * migrate. Does nothing when the folder exists.
  */
-async function initPgliteDir(dir: string): Promise<void> {
+export async function initPgliteDir(dir: string): Promise<void> {
   if (existsSync(path.join(dir, 'PG_VERSION'))) return;
   const entry = createRequire(import.meta.url).resolve('@electric-sql/pglite');
+  // the child runs the queries `migrate` would run on an empty database, in one transaction
+  const queries = [...MIGRATION_PREAMBLE, ...pendingMigrations(new Set()).flatMap((m) => m.queries)];
   const code = `const { PGlite } = await import(${JSON.stringify(pathToFileURL(entry).href)});
+let input = '';
+for await (const chunk of process.stdin) input += chunk;
 const db = await PGlite.create(${JSON.stringify(dir)}, ${JSON.stringify(PGLITE_CONF)});
+await db.transaction(async (tx) => { for (const q of JSON.parse(input)) await tx.query(q.sql, q.params); });
 await db.close();`;
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['pipe', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     child.on('error', reject);
     child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`creating the embedded database failed (${code}): ${stderr.trim()}`))));
+    child.stdin.on('error', () => undefined); // an early exit is reported by 'exit'
+    child.stdin.end(JSON.stringify(queries));
   });
 }
 
@@ -188,30 +196,46 @@ const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '
 // any fixed number: serializes migrations of processes starting at once on one PostgreSQL
 const MIGRATION_LOCK_KEY = 7_285_310_441;
 
-/** Applies `migrations/*.sql` not yet applied, in name order, each in its own transaction. */
+interface MigrationQuery {
+  sql: string;
+  params: unknown[];
+}
+
+/** What every migration run starts with: the lock, and the table of applied migrations. */
+const MIGRATION_PREAMBLE: MigrationQuery[] = [
+  { sql: 'SELECT pg_advisory_xact_lock($1)', params: [MIGRATION_LOCK_KEY] },
+  {
+    sql: 'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+    params: [],
+  },
+];
+
+/** The migrations not in `done`, in name order, each with its statements and its record. */
+function pendingMigrations(done: Set<string>): { name: string; queries: MigrationQuery[] }[] {
+  return readdirSync(MIGRATIONS_DIR)
+    .filter((f) => f.endsWith('.sql') && !done.has(f))
+    .sort()
+    .map((name) => ({
+      name,
+      queries: [
+        ...splitSql(readFileSync(path.join(MIGRATIONS_DIR, name), 'utf8')).map((sql) => ({ sql, params: [] })),
+        { sql: 'INSERT INTO schema_migrations (name) VALUES ($1)', params: [name] },
+      ],
+    }));
+}
+
+/** Applies `migrations/*.sql` not yet applied, in name order, all in one transaction. */
 export async function migrate(db: Db): Promise<string[]> {
-  const files = readdirSync(MIGRATIONS_DIR)
-    .filter((f) => f.endsWith('.sql'))
-    .sort();
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
-    await tx.query(
-      'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-    );
+    for (const q of MIGRATION_PREAMBLE) await tx.query(q.sql, q.params);
     const done = new Set(
       (await tx.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map(
         (r) => r.name,
       ),
     );
-    const applied: string[] = [];
-    for (const file of files) {
-      if (done.has(file)) continue;
-      const sql = readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
-      for (const statement of splitSql(sql)) await tx.query(statement);
-      await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
-      applied.push(file);
-    }
-    return applied;
+    const pending = pendingMigrations(done);
+    for (const m of pending) for (const q of m.queries) await tx.query(q.sql, q.params);
+    return pending.map((m) => m.name);
   });
 }
 
