@@ -69,6 +69,11 @@ export interface SipEndpointOptions {
   count?(what: string): void;
   /** Whether a live dialog uses this TCP connection (it is then not closed for idleness). */
   inUse?(remote: Remote): boolean;
+  /**
+   * Its sockets and transaction timers do not keep the process alive (a simulated phone's, in a
+   * process that must exit on its own). Default: they do, as a server's should.
+   */
+  unref?: boolean;
 }
 
 /** One request of a peer's, to answer. */
@@ -118,17 +123,17 @@ export class ServerTransaction {
           if (this.acked || this.done) return;
           this.endpoint.send(response, this.remote);
           interval = Math.min(interval * 2, t.t2Ms);
-          this.timer = setTimeout(again, interval);
+          this.timer = this.endpoint.schedule(again, interval);
         };
-        this.timer = setTimeout(again, interval);
+        this.timer = this.endpoint.schedule(again, interval);
       }
-      this.expiry = setTimeout(() => {
+      this.expiry = this.endpoint.schedule(() => {
         if (!this.acked) this.onNoAck?.();
         this.finish();
       }, 64 * t.t1Ms);
     } else {
       // kept for retransmissions of the request (timer J: 64×T1 over UDP, none over TCP), then forgotten
-      this.expiry = setTimeout(() => this.finish(), this.remote.protocol === 'UDP' ? 64 * t.t1Ms : 0);
+      this.expiry = this.endpoint.schedule(() => this.finish(), this.remote.protocol === 'UDP' ? 64 * t.t1Ms : 0);
     }
   }
 
@@ -210,6 +215,13 @@ export class SipEndpoint {
     return this.o.publicAddress ?? this.o.host;
   }
 
+  /** @internal a transaction timer (not keeping the process alive when the endpoint is `unref`). */
+  schedule(run: () => void, ms: number): NodeJS.Timeout {
+    const timer = setTimeout(run, ms);
+    if (this.o.unref) timer.unref();
+    return timer;
+  }
+
   /** Binds UDP and TCP on the same port (`port` 0: a free one, the same for both). */
   async start(): Promise<void> {
     const udp = dgram.createSocket({ type: net.isIPv6(this.o.host) ? 'udp6' : 'udp4' });
@@ -224,6 +236,7 @@ export class SipEndpoint {
     });
     this.udp = udp;
     this.boundPort = udp.address().port;
+    if (this.o.unref) udp.unref();
     const tcp = net.createServer((socket) => {
       const address = socket.remoteAddress ?? '';
       const open = this.perAddress.get(address) ?? 0;
@@ -253,12 +266,14 @@ export class SipEndpoint {
       throw err;
     });
     this.tcp = tcp;
+    if (this.o.unref) tcp.unref();
   }
 
   private attach(socket: net.Socket, known?: Remote): Remote {
     const remote: Remote = known ?? { protocol: 'TCP', address: socket.remoteAddress ?? '', port: socket.remotePort ?? 0 };
     const key = remoteKey(remote);
     this.connections.set(key, socket);
+    if (this.o.unref) socket.unref();
     const framer = new SipStreamFramer();
     socket.setNoDelay(true);
     socket.on('data', (chunk) => {
@@ -411,7 +426,7 @@ export class SipEndpoint {
         if (tx.timer) clearTimeout(tx.timer);
         tx.timer = null;
         clearTimeout(tx.expiry);
-        tx.expiry = setTimeout(() => this.timeOut(key, tx), PROCEEDING_LIMIT_MS);
+        tx.expiry = this.schedule(() => this.timeOut(key, tx), PROCEEDING_LIMIT_MS);
       }
       if (!tx.final) tx.onProvisional?.(m);
       return;
@@ -431,7 +446,7 @@ export class SipEndpoint {
     // a 2xx's ACK sent again (over TCP too: the 2xx is retransmitted end to end)
     clearTimeout(tx.expiry);
     const keep = tx.remote.protocol === 'UDP' || (tx.request.method === 'INVITE' && m.status < 300) ? 64 * this.timers.t1Ms : 0;
-    tx.expiry = setTimeout(() => this.clients.delete(key), keep);
+    tx.expiry = this.schedule(() => this.clients.delete(key), keep);
   }
 
   /** The ACK of a non-2xx answer to `invite` (RFC 3261 §17.1.1.3). */
@@ -479,7 +494,7 @@ export class SipEndpoint {
         ...(options.onFinalCopy ? { onFinalCopy: options.onFinalCopy } : {}),
         timer: null,
         final: false,
-        expiry: setTimeout(() => this.timeOut(key, tx), 64 * t.t1Ms),
+        expiry: this.schedule(() => this.timeOut(key, tx), 64 * t.t1Ms),
       };
       this.clients.set(key, tx);
       this.send(request, remote);
@@ -489,9 +504,9 @@ export class SipEndpoint {
           if (tx.final || this.closed) return;
           this.send(request, remote);
           interval = request.method === 'INVITE' ? interval * 2 : Math.min(interval * 2, t.t2Ms);
-          tx.timer = setTimeout(again, interval);
+          tx.timer = this.schedule(again, interval);
         };
-        tx.timer = setTimeout(again, interval);
+        tx.timer = this.schedule(again, interval);
       }
     });
   }

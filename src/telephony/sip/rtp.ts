@@ -44,7 +44,53 @@ for (let i = 0; i < 256; i++) {
 // ---------------------------------------------------------------------------------------------
 // ports
 
-/** The RTP ports of this process: even ports in [min, max), RTCP on the next odd one. */
+/** An RTP socket and its RTCP one on the next port (the SDP's port, and where RTCP is sent). */
+export interface RtpPair {
+  rtp: dgram.Socket;
+  rtcp: dgram.Socket;
+  port: number;
+}
+
+export interface RtpPortsOptions {
+  /** The sockets do not keep the process alive (a simulated phone's, in a process that must exit). */
+  unref?: boolean;
+}
+
+/**
+ * Binds RTP on `port` of `host` (0: a free port the system picks) and RTCP on the port after it;
+ * null, with nothing left bound, when either port is taken.
+ */
+export async function bindRtpPair(host: string, port: number, o: RtpPortsOptions = {}): Promise<RtpPair | null> {
+  const type = net.isIPv6(host) ? 'udp6' : 'udp4';
+  const rtp = dgram.createSocket(type);
+  const rtcp = dgram.createSocket(type);
+  const bind = (s: dgram.Socket, p: number) =>
+    new Promise<boolean>((resolve) => {
+      s.once('error', () => resolve(false));
+      s.bind(p, host, () => resolve(true));
+    });
+  if (await bind(rtp, port)) {
+    const bound = rtp.address().port;
+    if (bound < 65_535 && (await bind(rtcp, bound + 1))) {
+      if (o.unref) {
+        rtp.unref();
+        rtcp.unref();
+      }
+      return { rtp, rtcp, port: bound };
+    }
+  }
+  rtp.close();
+  rtcp.close();
+  return null;
+}
+
+/** How many pairs of ports the system picks are tried (a range of 0–0) before giving up. */
+const EPHEMERAL_TRIES = 50;
+
+/**
+ * The RTP ports of this process: even ports in [min, max), RTCP on the next odd one; with a range
+ * of 0–0, any free port the system gives (and RTCP on the next one).
+ */
 export class RtpPorts {
   private next: number;
   private readonly used = new Set<number>();
@@ -52,34 +98,29 @@ export class RtpPorts {
   constructor(
     private readonly min: number,
     private readonly max: number,
+    private readonly options: RtpPortsOptions = {},
   ) {
     this.next = min + (min % 2);
   }
 
   /** Two bound sockets on a free even/odd pair, or an error when the range is exhausted. */
-  async allocate(host: string): Promise<{ rtp: dgram.Socket; rtcp: dgram.Socket; port: number }> {
-    const pairs = Math.max(1, Math.floor((this.max - this.min) / 2));
+  async allocate(host: string): Promise<RtpPair> {
+    const ephemeral = this.min === 0 && this.max === 0;
+    const pairs = ephemeral ? EPHEMERAL_TRIES : Math.max(1, Math.floor((this.max - this.min) / 2));
     for (let tries = 0; tries < pairs; tries++) {
       const port = this.next;
-      this.next += 2;
-      if (this.next + 1 > this.max) this.next = this.min + (this.min % 2);
-      if (this.used.has(port)) continue;
-      const type = net.isIPv6(host) ? 'udp6' : 'udp4';
-      const rtp = dgram.createSocket(type);
-      const rtcp = dgram.createSocket(type);
-      const bind = (s: dgram.Socket, p: number) =>
-        new Promise<boolean>((resolve) => {
-          s.once('error', () => resolve(false));
-          s.bind(p, host, () => resolve(true));
-        });
-      if ((await bind(rtp, port)) && (await bind(rtcp, port + 1))) {
-        this.used.add(port);
-        return { rtp, rtcp, port };
+      if (!ephemeral) {
+        this.next += 2;
+        if (this.next + 1 > this.max) this.next = this.min + (this.min % 2);
+        if (this.used.has(port)) continue;
       }
-      rtp.close();
-      rtcp.close();
+      const pair = await bindRtpPair(host, port, this.options);
+      if (pair) {
+        this.used.add(pair.port);
+        return pair;
+      }
     }
-    throw new Error(`no free RTP port pair in ${this.min}–${this.max}`);
+    throw new Error(ephemeral ? 'no free RTP/RTCP port pair' : `no free RTP port pair in ${this.min}–${this.max}`);
   }
 
   release(port: number): void {
