@@ -155,7 +155,7 @@ export const WEB_RINGING_LIMIT_MS = 75_000;
  * `staleMs` (`heartbeat` may be newer than the record's own), or a call still ringing long after
  * its stream token expired.
  */
-function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string | null = null): boolean {
+function isStale(r: StaleFields, staleMs: number, now: number, heartbeat: string | null = null): boolean {
   // an outbound call rings from its dial, after however long it waited in the queue
   if (r.status === 'ringing') {
     return now - Date.parse(r.ringing_at ?? r.created_at) > (r.type === 'web_call' ? WEB_RINGING_LIMIT_MS : RINGING_LIMIT_MS);
@@ -164,6 +164,8 @@ function isStale(r: CallRecord, staleMs: number, now: number, heartbeat: string 
   const last = Math.max(r.heartbeat_at ? Date.parse(r.heartbeat_at) : 0, heartbeat ? Date.parse(heartbeat) : 0);
   return last > 0 && now - last > staleMs;
 }
+
+type StaleFields = Pick<CallRecord, 'status' | 'ringing_at' | 'created_at' | 'type' | 'heartbeat_at'>;
 
 /** Whether the call's assistant keeps nothing of the conversation after the call (`gdpr_mode`). */
 export const isGdprCall = (record: Pick<CallRecord, 'assistant'>) => record.assistant?.gdpr_mode === true;
@@ -190,34 +192,58 @@ function kept(record: CallRecord): CallRecord {
   return { ...record, definition: null, ...(forget ? { messages: [], engine: null } : {}) };
 }
 
+/**
+ * A stored record: as JSON (a save is one `JSON.stringify`, about a third of a deep copy's cost,
+ * and one string for the collector instead of a tree of objects), with the fields the store reads
+ * itself beside it. A process holds hundreds of live calls, each saved several times a turn.
+ */
+interface MemoryEntry {
+  head: StaleFields & Pick<CallRecord, 'id' | 'organization_id' | 'ended_at' | 'worker_id'>;
+  json: string;
+}
+
+function memoryEntry(record: CallRecord): MemoryEntry {
+  const r = kept(record);
+  const { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at } = r;
+  return { head: { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at }, json: JSON.stringify(r) };
+}
+
+/** The record of an entry: a fresh copy, with the heartbeat and owner the store may have changed since. */
+function memoryRecord(e: MemoryEntry): CallRecord {
+  const record = JSON.parse(e.json) as CallRecord;
+  record.worker_id = e.head.worker_id;
+  record.heartbeat_at = e.head.heartbeat_at;
+  return record;
+}
+
 export class MemoryCallStore implements CallStore {
-  private readonly calls = new Map<string, CallRecord>();
+  private readonly calls = new Map<string, MemoryEntry>();
   private readonly tokens = new Map<string, { hash: string; expires: number }>();
   private readonly transportCalls = new Map<string, { callId: string; expires: number }>();
 
   constructor(private readonly retentionMs = 24 * 3600_000) {}
 
   async create(record: CallRecord) {
-    this.calls.set(record.id, structuredClone(kept(record)));
+    this.calls.set(record.id, memoryEntry(record));
     this.prune();
   }
   async get(id: string) {
-    const r = this.calls.get(id);
-    return r ? structuredClone(r) : null;
+    const e = this.calls.get(id);
+    return e ? memoryRecord(e) : null;
   }
   async list(organizationId: string, limit: number) {
     return [...this.calls.values()]
-      .filter((r) => r.organization_id === organizationId)
-      .sort((a, b) => b.created_at.localeCompare(a.created_at))
+      .filter((e) => e.head.organization_id === organizationId)
+      .sort((a, b) => b.head.created_at.localeCompare(a.head.created_at))
       .slice(0, limit)
-      .map((r) => structuredClone(r));
+      .map(memoryRecord);
   }
   async save(record: CallRecord) {
-    this.calls.set(record.id, structuredClone(kept(record)));
+    this.calls.set(record.id, memoryEntry(record));
   }
   async saveIf(record: CallRecord, expected: CallStatus) {
-    if (this.calls.get(record.id)?.status !== expected) return false;
-    this.calls.set(record.id, structuredClone(kept(record)));
+    if (this.calls.get(record.id)?.head.status !== expected) return false;
+    this.calls.set(record.id, memoryEntry(record));
     return true;
   }
   async putStreamToken(callId: string, token: string, ttlSeconds: number) {
@@ -240,20 +266,20 @@ export class MemoryCallStore implements CallStore {
   async heartbeat(workerId: string, callIds: string[]) {
     const now = new Date().toISOString();
     for (const id of callIds) {
-      const r = this.calls.get(id);
-      if (r && r.worker_id === workerId) r.heartbeat_at = now;
+      const e = this.calls.get(id);
+      if (e && e.head.worker_id === workerId) e.head.heartbeat_at = now;
     }
   }
   async findStale(staleMs: number) {
     const now = Date.now();
-    return [...this.calls.values()].filter((r) => isStale(r, staleMs, now)).map((r) => structuredClone(r));
+    return [...this.calls.values()].filter((e) => isStale(e.head, staleMs, now)).map(memoryRecord);
   }
   async claim(callId: string, workerId: string, staleMs: number) {
-    const r = this.calls.get(callId);
-    if (!r || !isStale(r, staleMs, Date.now())) return null;
-    r.worker_id = workerId;
-    r.heartbeat_at = new Date().toISOString();
-    return structuredClone(r);
+    const e = this.calls.get(callId);
+    if (!e || !isStale(e.head, staleMs, Date.now())) return null;
+    e.head.worker_id = workerId;
+    e.head.heartbeat_at = new Date().toISOString();
+    return memoryRecord(e);
   }
   async close() {
     this.calls.clear();
@@ -264,8 +290,8 @@ export class MemoryCallStore implements CallStore {
     const now = Date.now();
     for (const [key, t] of this.transportCalls) if (t.expires <= now) this.transportCalls.delete(key);
     const cutoff = now - this.retentionMs;
-    for (const [id, r] of this.calls) {
-      if (r.status === 'ended' && r.ended_at && Date.parse(r.ended_at) < cutoff) this.calls.delete(id);
+    for (const [id, { head }] of this.calls) {
+      if (head.status === 'ended' && head.ended_at && Date.parse(head.ended_at) < cutoff) this.calls.delete(id);
     }
   }
 }
