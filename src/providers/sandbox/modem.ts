@@ -183,6 +183,12 @@ export interface ReceiverEvents {
 
 /** Window energy below this (RMS ≈ −40 dBFS over one bit) is no carrier. */
 const MIN_ENERGY = SPB * 328 * 328;
+
+/** Whether every byte is a μ-law zero (0xFF or 0x7F: digital silence). */
+function isSilence(mulaw: Uint8Array): boolean {
+  for (let i = 0; i < mulaw.length; i++) if ((mulaw[i]! & 0x7f) !== 0x7f) return false;
+  return true;
+}
 const S = Math.SQRT1_2;
 
 const enum Mode {
@@ -243,6 +249,10 @@ export class FskReceiver {
   }
 
   push(mulaw: Uint8Array): void {
+    if (this.mode === Mode.Search && this.energy < MIN_ENERGY && mulaw.length >= SPB && isSilence(mulaw)) {
+      this.skipSilence(mulaw.length);
+      return;
+    }
     const ring = this.ring;
     for (let i = 0; i < mulaw.length; i++) {
       const x = MULAW_DECODE_TABLE[mulaw[i]!]!;
@@ -258,6 +268,24 @@ export class FskReceiver {
         this.nextBit += SPB;
         this.receiveBit(t);
       }
+    }
+  }
+
+  /**
+   * What `push` does with `samples` (at least 8) of digital silence while hunting and already quiet:
+   * every window has no carrier, so every phase's register is cleared and the ring holds zeros. The
+   * callers' pauses and the time they listen are this silence: most of a call's audio.
+   */
+  private skipSilence(samples: number): void {
+    this.ring.fill(0);
+    this.energy = 0;
+    this.n += samples;
+    for (let p = 0; p < SPB; p++) {
+      if (this.runs[p] === 0) continue;
+      this.regs[p] = 0;
+      this.runs[p] = 0;
+      this.qsum[p] = 0;
+      this.qring.fill(0, p * 32, p * 32 + 32);
     }
   }
 

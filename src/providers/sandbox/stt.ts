@@ -90,6 +90,12 @@ export class SandboxSttSession implements SttSession {
 
   sendAudio(mulaw: Buffer): void {
     if (this.closed || mulaw.length === 0) return;
+    if (this.meterFill === 0 && mulaw.length === FRAME_BYTES) {
+      // the usual case, one whole frame: metered as it is, not copied
+      this.receiver.push(mulaw);
+      this.meter(mulaw);
+      return;
+    }
     let off = 0;
     while (off < mulaw.length) {
       const take = Math.min(FRAME_BYTES - this.meterFill, mulaw.length - off);
@@ -100,7 +106,7 @@ export class SandboxSttSession implements SttSession {
       off += take;
       if (this.meterFill === FRAME_BYTES) {
         this.meterFill = 0;
-        this.meter();
+        this.meter(this.meterFrame);
       }
     }
   }
@@ -124,8 +130,8 @@ export class SandboxSttSession implements SttSession {
     return this.receiver.receiving;
   }
 
-  private meter(): void {
-    const state = this.detector.push(this.meterFrame);
+  private meter(frame: Buffer): void {
+    const state = this.detector.push(frame);
     this.noCarrierMs = this.receiver.receiving ? 0 : this.noCarrierMs + (FRAME_BYTES * 1000) / MODEM.sampleRate;
     if (state.started) this.deliver(() => this.events.onSpeechStarted?.());
     if (state.ended) this.emitPending(true);
