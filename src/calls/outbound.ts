@@ -9,8 +9,14 @@
 export const FRAME_BYTES = 160;
 export const FRAME_MS = 20;
 const MULAW_SILENCE = 0xff;
+const EMPTY = Buffer.alloc(0);
 
-type Item = { kind: 'audio'; frame: Buffer } | { kind: 'mark'; name: string };
+/**
+ * Audio is queued as it came (whole frames of it), and each frame is cut when it is sent: a reply's
+ * seconds of audio wait as one item, not as hundreds of small buffers the collector must copy
+ * while they wait.
+ */
+type Item = { kind: 'audio'; data: Buffer; offset: number } | { kind: 'mark'; name: string };
 
 export interface OutboundSink {
   /** One frame to the far end; `speech` is false for a frame of the background alone. */
@@ -76,7 +82,7 @@ export interface PacerStats {
 
 export class OutboundPacer {
   private readonly queue: Item[] = [];
-  private partial: Buffer = Buffer.alloc(0);
+  private partial: Buffer = EMPTY;
   private unsubscribe: (() => void) | null = null;
   /** Real time (ms) at which the next frame is due to start playing at the far end. */
   private playhead = 0;
@@ -102,13 +108,13 @@ export class OutboundPacer {
   /** Appends audio; a trailing partial frame waits for more audio or `endOfAudio()`. */
   push(mulaw: Buffer): void {
     const data = this.partial.length > 0 ? Buffer.concat([this.partial, mulaw]) : mulaw;
-    let offset = 0;
-    while (data.length - offset >= FRAME_BYTES) {
-      this.queue.push({ kind: 'audio', frame: data.subarray(offset, offset + FRAME_BYTES) });
-      this.audioFrames++;
-      offset += FRAME_BYTES;
+    const frames = Math.floor(data.length / FRAME_BYTES);
+    const whole = frames * FRAME_BYTES;
+    if (frames > 0) {
+      this.queue.push({ kind: 'audio', data: data.subarray(0, whole), offset: 0 });
+      this.audioFrames += frames;
     }
-    this.partial = Buffer.from(data.subarray(offset));
+    this.partial = whole < data.length ? Buffer.from(data.subarray(whole)) : EMPTY;
     this.wake();
   }
 
@@ -117,8 +123,8 @@ export class OutboundPacer {
     if (this.partial.length > 0) {
       const frame = Buffer.alloc(FRAME_BYTES, MULAW_SILENCE);
       this.partial.copy(frame);
-      this.partial = Buffer.alloc(0);
-      this.queue.push({ kind: 'audio', frame });
+      this.partial = EMPTY;
+      this.queue.push({ kind: 'audio', data: frame, offset: 0 });
       this.audioFrames++;
     }
     this.wake();
@@ -181,15 +187,14 @@ export class OutboundPacer {
   }
 
   /** Drops everything queued here and tells the far end to drop what it buffered. */
-  clear(): Item[] {
+  clear(): void {
     this.paused = false;
-    const dropped = this.queue.splice(0);
-    this.partial = Buffer.alloc(0);
+    this.queue.length = 0;
+    this.partial = EMPTY;
     this.playhead = 0;
     this.backlogged = false;
     this.audioFrames = 0;
     this.sink.sendClear();
-    return dropped;
   }
 
   close(): void {
@@ -197,7 +202,7 @@ export class OutboundPacer {
     this.background = null;
     this.queue.length = 0;
     this.audioFrames = 0;
-    this.partial = Buffer.alloc(0);
+    this.partial = EMPTY;
     this.unsubscribe?.();
     this.unsubscribe = null;
   }
@@ -228,13 +233,17 @@ export class OutboundPacer {
     }
     for (;;) {
       if (!this.paused && this.queue.length > 0 && this.playhead < now + this.leadMs) {
-        const item = this.queue.shift()!;
+        const item = this.queue[0]!;
         if (item.kind === 'mark') {
+          this.queue.shift();
           this.sink.sendMark(item.name);
           continue;
         }
+        const frame = item.data.subarray(item.offset, item.offset + FRAME_BYTES);
+        item.offset += FRAME_BYTES;
+        if (item.offset >= item.data.length) this.queue.shift();
         this.audioFrames--;
-        this.sink.sendFrame(background ? background.mix(item.frame) : item.frame, true);
+        this.sink.sendFrame(background ? background.mix(frame) : frame, true);
         this.stats.framesSent++;
         this.playhead += FRAME_MS;
         this.speechEnd = this.playhead;

@@ -188,3 +188,91 @@ describe('OutboundPacer: speech under a background goes at once', () => {
     expect(speech[0]!.at).toBe(clock.t);
   });
 });
+
+describe('the pacer without a background', () => {
+  it('property: every byte pushed goes out once, in order, in whole frames, with marks where they were put', async () => {
+    const fc = (await import('fast-check')).default;
+    type Op = { op: 'push'; n: number; seed: number } | { op: 'mark' } | { op: 'end' } | { op: 'wait'; ms: number };
+    const op: import('fast-check').Arbitrary<Op> = fc.oneof(
+      fc.record({ op: fc.constant('push' as const), n: fc.integer({ min: 1, max: 900 }), seed: fc.integer({ min: 0, max: 250 }) }),
+      fc.constant({ op: 'mark' as const }),
+      fc.constant({ op: 'end' as const }),
+      fc.record({ op: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 200 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 25 }), (ops) => {
+        const clock = new ManualClock();
+        const out: string[] = [];
+        const pacer = new OutboundPacer(
+          {
+            sendFrame: (frame) => {
+              expect(frame.length).toBe(FRAME_BYTES);
+              out.push(frame.toString('hex'));
+            },
+            sendMark: (name) => out.push(`mark ${name}`),
+            sendClear: () => out.push('clear'),
+          },
+          clock,
+        );
+        // the model: bytes in order, the partial frame padded with silence at a mark or the end
+        const expected: string[] = [];
+        let pending = Buffer.alloc(0);
+        const flush = (pad: boolean) => {
+          while (pending.length >= FRAME_BYTES) {
+            expected.push(pending.subarray(0, FRAME_BYTES).toString('hex'));
+            pending = pending.subarray(FRAME_BYTES);
+          }
+          if (pad && pending.length > 0) {
+            const f = Buffer.alloc(FRAME_BYTES, 0xff);
+            pending.copy(f);
+            expected.push(f.toString('hex'));
+            pending = Buffer.alloc(0);
+          }
+        };
+        let marks = 0;
+        for (const o of ops) {
+          if (o.op === 'push') {
+            const b = Buffer.alloc(o.n);
+            for (let i = 0; i < o.n; i++) b[i] = (o.seed + i) & 0xff;
+            pacer.push(b);
+            pending = Buffer.concat([pending, b]);
+            flush(false);
+          } else if (o.op === 'mark') {
+            const name = `m${++marks}`;
+            pacer.mark(name);
+            flush(true);
+            expected.push(`mark ${name}`);
+          } else if (o.op === 'end') {
+            pacer.endOfAudio();
+            flush(true);
+          } else clock.advance(o.ms);
+        }
+        pacer.endOfAudio();
+        flush(true);
+        clock.advance(FRAME_MS * (expected.length + 5));
+        expect(out).toEqual(expected);
+        expect(pacer.isSpeaking()).toBe(false);
+        expect(pacer.queuedMs()).toBe(0);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a clear in the middle of a long reply drops the rest of it; what is pushed after goes out whole', () => {
+    const clock = new ManualClock();
+    const out: number[] = [];
+    const pacer = new OutboundPacer({ sendFrame: (f) => out.push(f[0]!), sendMark: () => undefined, sendClear: () => out.push(-1) }, clock);
+    const reply = Buffer.alloc(FRAME_BYTES * 50);
+    for (let i = 0; i < 50; i++) reply.fill(i, i * FRAME_BYTES, (i + 1) * FRAME_BYTES);
+    pacer.push(reply);
+    clock.advance(100);
+    const before = out.length;
+    expect(before).toBeGreaterThan(3);
+    expect(out).toEqual([...Array(before).keys()]);
+    pacer.clear();
+    expect(pacer.queuedMs()).toBe(0);
+    pacer.push(Buffer.alloc(FRAME_BYTES * 2, 0xaa));
+    clock.advance(200);
+    expect(out.slice(before)).toEqual([-1, 0xaa, 0xaa]);
+  });
+});
