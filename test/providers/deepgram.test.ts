@@ -378,6 +378,35 @@ describe('createDeepgramStt', () => {
     expect(r.errors).toEqual([]);
   });
 
+  it('close() while reconnecting: the new stream gets the audio kept for it, then CloseStream', async () => {
+    // the new stream answers its upgrade late, so the close surely comes while reconnecting
+    const f = await start({ connections: [{}, { upgradeDelayMs: 150 }] });
+    const { r, events } = recorder();
+    const session = await createDeepgramStt(settings(f), { audioChunkMs: 1_000 }).connect(config, events);
+    session.sendAudio(Buffer.alloc(FRAME, 1));
+    f.connections[0]!.act({ type: 'disconnect' });
+    await until(() => f.connections[0]!.closed);
+    await sleep(30); // the adapter has seen the drop
+    session.sendAudio(Buffer.alloc(FRAME, 2));
+    await session.close();
+    const second = f.connections[1]!;
+    expect(second.audio()).toEqual(Buffer.concat([1, 2].map((b) => Buffer.alloc(FRAME, b))));
+    expect(second.controls).toEqual(['CloseStream']);
+    expect(r.errors).toEqual([]);
+  });
+
+  it('close() while reconnecting, and the reconnect fails: the close ends, the failure is reported', async () => {
+    const f = await start({ connections: [{}, { refuseStatus: 503, upgradeDelayMs: 0 }] });
+    const { r, events } = recorder();
+    const session = await createDeepgramStt(settings(f)).connect(config, events);
+    session.sendAudio(Buffer.alloc(FRAME, 1));
+    f.connections[0]!.act({ type: 'disconnect' });
+    await until(() => f.connections[0]!.closed);
+    await sleep(30); // the adapter has seen the drop
+    await session.close();
+    expect(r.errors.map((e) => e.code)).toEqual(['PROVIDER_DISCONNECTED']);
+  });
+
   it('audioChunkMs 0 sends each frame as it comes', async () => {
     const f = await start();
     const { events } = recorder();

@@ -139,6 +139,8 @@ class DeepgramSession implements SttSession {
   private readonly chunkBytes: number;
   /** Sends what is waiting `audioChunkMs` after its first frame came (a stream may pause). */
   private chunkTimer: NodeJS.Timeout | undefined;
+  /** `close()` came while reconnecting: the new stream gets the kept audio, then `CloseStream`. */
+  private closeOnOpen = false;
   /** Audio sent while reconnecting, replayed on the new stream. */
   private pending: Buffer[] = [];
   private pendingBytes = 0;
@@ -209,6 +211,12 @@ class DeepgramSession implements SttSession {
   }
 
   close(): Promise<void> {
+    if (this.state === 'reconnecting') {
+      // the audio kept for the next stream still goes out: the new stream takes it, then closes
+      // (a reconnect that fails reports it and ends, as without a close)
+      this.closeOnOpen = true;
+      return this.closed;
+    }
     if (this.state === 'open' && this.ws) {
       this.state = 'closing';
       this.clearKeepAlive();
@@ -379,6 +387,11 @@ class DeepgramSession implements SttSession {
       this.sendControl('Finalize');
     }
     this.lastSentAt = Date.now();
+    if (this.closeOnOpen) {
+      this.closeOnOpen = false;
+      void this.close();
+      return;
+    }
     this.scheduleKeepAlive(this.opts.keepAliveMs);
   }
 
