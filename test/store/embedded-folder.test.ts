@@ -11,6 +11,18 @@ const migrations = readdirSync(path.join(path.dirname(fileURLToPath(import.meta.
   .filter((f) => f.endsWith('.sql'))
   .sort();
 
+type Query = (sql: string) => Promise<{ rows: unknown[] }>;
+
+/** Every migration recorded, and the schema there (not only its record). */
+async function expectMigrated(query: Query, what: string): Promise<void> {
+  const { rows } = (await query('SELECT name FROM schema_migrations ORDER BY name')) as { rows: { name: string }[] };
+  expect(rows.map((r) => r.name), what).toEqual(migrations);
+  const { rows: tables } = (await query(
+    "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name IN ('workflows', 'assistants', 'calls')",
+  )) as { rows: { n: number }[] };
+  expect(tables[0]?.n, what).toBe(3);
+}
+
 describe('the embedded database folder', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'sb-embedded-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,12 +32,7 @@ describe('the embedded database folder', () => {
     await initPgliteDir(folder);
     const db = await PGlite.create(folder);
     try {
-      const { rows } = await db.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name');
-      expect(rows.map((r) => r.name)).toEqual(migrations);
-      const { rows: tables } = await db.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name IN ('workflows', 'assistants', 'calls')",
-      );
-      expect(tables[0]?.n).toBe(3);
+      await expectMigrated((sql) => db.query(sql), 'the child');
     } finally {
       await db.close();
     }
@@ -35,14 +42,8 @@ describe('the embedded database folder', () => {
     for (const start of ['first', 'restart']) {
       const db = await openDb({ dataDir: dir });
       try {
-        const { rows } = await db.query<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name');
-        expect(rows.map((r) => r.name), start).toEqual(migrations);
+        await expectMigrated((sql) => db.query(sql), start);
         expect(await migrate(db), start).toEqual([]);
-        // the schema is there, not only its record
-        const { rows: tables } = await db.query<{ n: number }>(
-          "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name IN ('workflows', 'assistants', 'calls')",
-        );
-        expect(tables[0]?.n).toBe(3);
       } finally {
         await db.close();
       }
