@@ -27,6 +27,8 @@
  * --baseline-duration S (the baseline's window, default min(S, 10))  --no-baseline
  * --json FILE (results as JSON)  --chart FILE (SVG of latency and CPU against concurrent calls)
  * --profile FILE (a V8 CPU profile of the server over the last step's window, for Chrome DevTools)
+ * --heap-profile FILE (a V8 sampling heap profile of the same window, freed objects included: where
+ * the server allocates, for the Memory panel of Chrome DevTools; summed by `scripts/heap-sites.mjs`)
  * --replot FILE --chart SVG (draw the chart again from a --json file, without running anything).
  * --web: the callers make web calls (POST /calls/web, 16 kHz PCM through AudioBridge) instead of
  * dialling over Twilio media streams; the bare baseline stays the Twilio echo.
@@ -99,6 +101,7 @@ interface Options {
   baseline: boolean;
   baselineDurationS: number | null;
   profile: string | null;
+  heapProfile: string | null;
   replot: string | null;
   /** Web calls (the browser's transport, 16 kHz PCM through AudioBridge) instead of Twilio media streams. */
   web: boolean;
@@ -119,7 +122,7 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, heapProfile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -151,6 +154,7 @@ function parseOptions(argv: string[]): Options {
       case '--record': o.record = true; break;
       case '--generators': o.generators = Math.max(1, Math.floor(num())); break;
       case '--profile': o.profile = value(); break;
+      case '--heap-profile': o.heapProfile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
       case '--sweep': {
@@ -1160,18 +1164,31 @@ async function runStep(
     for (const e of list.getEntries()) gcPauses.push(e.duration);
   });
   gcObserver.observe({ entryTypes: ['gc'] });
-  const profiler = o.profile ? new Session() : null;
+  const profiler = o.profile || o.heapProfile ? new Session() : null;
   if (profiler) {
     profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
+    if (o.profile) {
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+    }
+    if (o.heapProfile) {
+      // every allocation site, including what the collector has freed since: the allocation rate
+      await profiler.post('HeapProfiler.enable');
+      await profiler.post('HeapProfiler.startSampling', { samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    }
   }
   windowStart = Date.now();
   phase = 'window';
   await new Promise((r) => setTimeout(r, windowMs));
-  if (profiler && o.profile) {
-    const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(o.profile, JSON.stringify(profile));
+  if (profiler) {
+    if (o.profile) {
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(o.profile, JSON.stringify(profile));
+    }
+    if (o.heapProfile) {
+      const { profile } = await profiler.post('HeapProfiler.stopSampling');
+      writeFileSync(o.heapProfile, JSON.stringify(profile));
+    }
     profiler.disconnect();
   }
   const windowS = (Date.now() - windowStart) / 1000;
