@@ -1,14 +1,17 @@
 /**
  * Twilio's media stream messages (src/telephony/twilio/media-protocol.ts): the media messages read
- * on the fast path give the payload the general path (JSON and the schema) gives, for every
- * message; anything else is parsed or refused as before, never thrown on.
+ * from their bytes give the audio the general path (JSON, the schema, `Buffer.from(payload,
+ * 'base64')`) gives, for every message; anything else is parsed or refused as before, never
+ * thrown on. The outbound writer gives the JSON Twilio expects.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mediaMessage, parseTwilioMessage, TwilioInbound } from '../../src/telephony/twilio/media-protocol.js';
+import { mediaAudio, mediaMessages, parseTwilioMessage, TwilioInbound } from '../../src/telephony/twilio/media-protocol.js';
 
-/** The general path: what `parseTwilioMessage` answered before it had a fast path. */
-function general(text: string): { payload: string } | 'not media' | 'refused' {
+type Read = { audio: string } | 'not media' | 'refused';
+
+/** The general path: what `parseTwilioMessage` answered before it had a fast path, the audio in hex. */
+function general(text: string): Read {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -17,14 +20,16 @@ function general(text: string): { payload: string } | 'not media' | 'refused' {
   }
   const parsed = TwilioInbound.safeParse(json);
   if (!parsed.success) return 'refused';
-  return parsed.data.event === 'media' ? { payload: parsed.data.media.payload } : 'not media';
+  return parsed.data.event === 'media' ? { audio: Buffer.from(parsed.data.media.payload, 'base64').toString('hex') } : 'not media';
 }
 
-function read(text: string): { payload: string } | 'not media' | 'refused' {
+function read(text: string): Read {
   const parsed = parseTwilioMessage(Buffer.from(text, 'utf8'));
   if (!parsed.ok) return 'refused';
-  return parsed.message.event === 'media' ? { payload: parsed.message.media.payload } : 'not media';
+  return parsed.message.event === 'media' ? { audio: parsed.message.audio.toString('hex') } : 'not media';
 }
+
+const hexOf = (payload: string) => ({ audio: Buffer.from(payload, 'base64').toString('hex') });
 
 const twilioOrder = (seq: string, chunk: string, ts: string, payload: string, sid: string) =>
   `{"event":"media","sequenceNumber":"${seq}","media":{"track":"inbound","chunk":"${chunk}","timestamp":"${ts}","payload":"${payload}"},"streamSid":"${sid}"}`;
@@ -33,17 +38,33 @@ describe('parseTwilioMessage', () => {
   it("reads a media message in Twilio's key order, and with streamSid first", () => {
     const payload = Buffer.alloc(160, 0x7f).toString('base64');
     const sid = 'MZ18ad3ab5a668481ce02b83e7395059f0';
-    expect(read(twilioOrder('3', '1', '5', payload, sid))).toEqual({ payload });
+    expect(read(twilioOrder('3', '1', '5', payload, sid))).toEqual(hexOf(payload));
+    expect(mediaAudio(Buffer.from(twilioOrder('3', '1', '5', payload, sid)))).toEqual(Buffer.alloc(160, 0x7f));
     const streamSidFirst = JSON.stringify({ event: 'media', sequenceNumber: '4', streamSid: sid, media: { track: 'inbound', chunk: '2', timestamp: '25', payload } });
-    expect(read(streamSidFirst)).toEqual({ payload });
+    expect(mediaAudio(Buffer.from(streamSidFirst))).toEqual(Buffer.alloc(160, 0x7f));
+    const noSid = JSON.stringify({ event: 'media', sequenceNumber: '4', media: { track: 'outbound', chunk: '2', timestamp: '25', payload } });
+    expect(mediaAudio(Buffer.from(noSid))).toEqual(Buffer.alloc(160, 0x7f));
+  });
+
+  it('leaves to the general path what is not in that shape', () => {
+    const payload = 'AAEC';
+    const frame = (s: string) => mediaAudio(Buffer.from(s));
+    expect(frame('{ "event": "media", "media": { "payload": "AAEC" } }')).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', payload, 'MZ1') + ' ')).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', payload, 'MZ-1'))).toBeNull();
+    expect(frame(twilioOrder('1234567890123456', '1', '1', payload, 'MZ1'))).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', 'AA=A', 'MZ1'))).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', 'AAEC===', 'MZ1'))).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', payload, 'M'.repeat(65)))).toBeNull();
+    expect(frame(twilioOrder('1', '1', '1', payload, 'M'.repeat(64)))).toEqual(Buffer.from([0, 1, 2]));
   });
 
   it('takes the general path for the other shapes, and refuses what the schema refuses', () => {
     const payload = 'AAEC';
     // other key orders, spaces, escapes: all valid, all read by JSON
-    expect(read(`{ "event": "media", "media": { "payload": "${payload}" } }`)).toEqual({ payload });
-    expect(read('{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"1","payload":"\\u0041AEC"},"streamSid":"MZ1"}')).toEqual({ payload: 'AAEC' });
-    expect(read('{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"1","payload":"AAEC"},"streamSid":"MZ1","extra":1}')).toEqual({ payload });
+    expect(read(`{ "event": "media", "media": { "payload": "${payload}" } }`)).toEqual(hexOf(payload));
+    expect(read('{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"1","payload":"\\u0041AEC"},"streamSid":"MZ1"}')).toEqual(hexOf('AAEC'));
+    expect(read('{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"1","payload":"AAEC"},"streamSid":"MZ1","extra":1}')).toEqual(hexOf(payload));
     // refused: no payload, a payload that is not a string, a broken message
     expect(read('{"event":"media","media":{}}')).toBe('refused');
     expect(read('{"event":"media","media":{"payload":5}}')).toBe('refused');
@@ -52,7 +73,12 @@ describe('parseTwilioMessage', () => {
   });
 
   it('gives what the general path gives, for media messages and their near misses (property)', () => {
-    const b64 = fc.uint8Array({ maxLength: 400 }).map((b) => Buffer.from(b).toString('base64'));
+    // canonical base64, and any run of its characters with up to two `=` (lengths that are not a
+    // multiple of four, padding where it does not belong): what Buffer.from makes of those counts
+    const b64 = fc.oneof(
+      fc.uint8Array({ maxLength: 400 }).map((b) => Buffer.from(b).toString('base64')),
+      fc.stringMatching(/^[A-Za-z0-9+/]{0,40}={0,2}$/),
+    );
     const digits = fc.stringMatching(/^\d{1,16}$/);
     const sid = fc.stringMatching(/^[A-Za-z0-9]{1,70}$/);
     const message = fc.tuple(digits, digits, digits, b64, sid).map(([a, b, c, p, s]) => twilioOrder(a, b, c, p, s));
@@ -73,6 +99,18 @@ describe('parseTwilioMessage', () => {
     );
   });
 
+  it('reads every message in the shape from its bytes, whatever the audio (property)', () => {
+    const digits = fc.stringMatching(/^\d{1,15}$/);
+    const sid = fc.stringMatching(/^[A-Za-z0-9]{1,64}$/);
+    fc.assert(
+      fc.property(digits, digits, digits, fc.uint8Array({ maxLength: 400 }), sid, (a, b, c, audio, s) => {
+        const text = twilioOrder(a, b, c, Buffer.from(audio).toString('base64'), s);
+        expect(mediaAudio(Buffer.from(text))).toEqual(Buffer.from(audio));
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
   it('never throws on bytes of any kind', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
@@ -83,11 +121,11 @@ describe('parseTwilioMessage', () => {
   });
 });
 
-describe('mediaMessage', () => {
-  it('is the JSON Twilio expects, for any frame and stream id', () => {
+describe('mediaMessages', () => {
+  it('writes the JSON Twilio expects, for any frame and stream id', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 320 }), fc.string({ maxLength: 40 }), (frame, streamSid) => {
-        const json = JSON.parse(mediaMessage(streamSid, Buffer.from(frame)));
+        const json = JSON.parse(mediaMessages(streamSid)(Buffer.from(frame)).toString('utf8'));
         expect(json).toEqual({ event: 'media', streamSid, media: { payload: Buffer.from(frame).toString('base64') } });
       }),
     );

@@ -15,7 +15,7 @@ import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
 import { callRunner, PendingMarks, socketMonitor, StreamWatcher } from '../liveness.js';
-import { clearMessage, markMessage, mediaMessage, parseTwilioMessage } from './media-protocol.js';
+import { clearMessage, markMessage, mediaMessages, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
 import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
@@ -307,7 +307,7 @@ export class TwilioTelephony implements OutboundCarrier {
         }
         case 'media':
           monitor.media();
-          toCall('caller audio', (c) => c.audio(Buffer.from(m.media.payload, 'base64')));
+          toCall('caller audio', (c) => c.audio(m.audio));
           return;
         case 'mark':
           // not ours, or already counted as played
@@ -331,11 +331,12 @@ export class TwilioTelephony implements OutboundCarrier {
   /** The `CallTransport` of one media stream: μ-law 8 kHz both ways, as Twilio carries it. */
   private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void): CallTransport {
     const open = () => ws.readyState === ws.OPEN;
+    const media = mediaMessages(streamSid);
     return {
       kind: 'twilio',
       audioFormat: MULAW_8K,
       sendAudio: (frame) => {
-        if (open()) ws.send(mediaMessage(streamSid, frame));
+        if (open()) ws.send(media(frame), { binary: false });
       },
       mark: (name) => {
         if (!open()) return;
