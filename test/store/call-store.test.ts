@@ -1,8 +1,9 @@
 /** One-time media-stream tokens and call records, on the in-process store and on Redis. */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MemoryCallStore, RedisCallStore, type CallStore } from '../../src/calls/store.js';
+import { MemoryCallStore, recordJson, RedisCallStore, type CallStore } from '../../src/calls/store.js';
 import { callRecord } from '../helpers/call-record.js';
 
 const redisUrl = process.env.REDIS_URL;
@@ -43,6 +44,28 @@ describe.each(stores)('stream tokens (%s)', (_name, make) => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe('recordJson', () => {
+  it('reads back as JSON.stringify does, for any assistant, workflow and the rest (property)', () => {
+    const part = fc.oneof(fc.constant(null), fc.dictionary(fc.string(), fc.jsonValue()));
+    fc.assert(
+      fc.property(part, part, fc.dictionary(fc.string(), fc.jsonValue()), (assistant, definition, rest) => {
+        const record = { ...callRecord(), ...rest, assistant, definition } as ReturnType<typeof callRecord>;
+        expect(JSON.parse(recordJson(record))).toEqual(JSON.parse(JSON.stringify(record)));
+        // made again, from the parts it keeps: the same
+        expect(JSON.parse(recordJson(record))).toEqual(JSON.parse(JSON.stringify(record)));
+      }),
+    );
+  });
+
+  it('sees a new assistant or workflow object at once', () => {
+    const record = callRecord({ assistant: { name: 'first' }, definition: { entry_node: 'a' } });
+    expect(JSON.parse(recordJson(record))).toMatchObject({ assistant: { name: 'first' }, definition: { entry_node: 'a' } });
+    record.assistant = { name: 'second' };
+    record.definition = null;
+    expect(JSON.parse(recordJson(record))).toMatchObject({ assistant: { name: 'second' }, definition: null });
   });
 });
 
