@@ -48,15 +48,14 @@ export type TwilioEvent = Exclude<TwilioInbound, { event: 'media' }> | { event: 
 
 export type ParsedMessage = { ok: true; message: TwilioEvent } | { ok: false; reason: string };
 
+/**
+ * Any message, by `JSON.parse` and the schema. The transport tries `mediaAudio` first, for the
+ * media messages in Twilio's own shape; everything else comes here.
+ */
 export function parseTwilioMessage(data: string | Buffer): ParsedMessage {
-  if (typeof data !== 'string') {
-    const audio = mediaAudio(data);
-    if (audio) return { ok: true, message: { event: 'media', audio } };
-  }
-  const text = typeof data === 'string' ? data : data.toString('utf8');
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(typeof data === 'string' ? data : data.toString('utf8'));
   } catch {
     return { ok: false, reason: 'not JSON' };
   }

@@ -142,7 +142,7 @@ export class WebTelephony {
         const wrong = checkAudio(buffer);
         if (wrong) return tell(wrong);
         monitor.media();
-        return toCall('caller audio', (c) => c.audio(buffer));
+        return toCall.audio(buffer);
       }
       const parsed = parseBrowserMessage(buffer.toString('utf8'));
       if (!parsed.ok) return tell(parsed.reason);
