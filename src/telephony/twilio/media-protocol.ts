@@ -83,8 +83,8 @@ const MEDIA_MESSAGE =
  * The audio of a media message in Twilio's shape, or null for anything else (other key orders,
  * spaces, escapes), which takes the general path. Its bytes are read as Latin-1: the pattern
  * takes ASCII only, so a message it matches reads the same as UTF-8, without a decoder's work.
- * (Reading the bytes in JavaScript instead allocated less but took twice the time: 1.25 against
- * 0.67 µs a message.)
+ * (`npm run bench:providers`, "Twilio media message read". Reading the bytes in JavaScript
+ * instead allocated less but took about twice the time; docs/benchmarks.md.)
  */
 export function mediaAudio(b: Buffer): Buffer | null {
   const m = MEDIA_MESSAGE.exec(b.toString('latin1'));
@@ -96,8 +96,8 @@ const MEDIA_TAIL = Buffer.from('"}}');
 /**
  * The writer of a stream's outbound `media` messages,
  * `{"event":"media","streamSid":…,"media":{"payload":…}}`, as bytes (to send as a text frame):
- * the head is made once per stream, each frame's base64 written straight after it (0.37 µs a
- * 160-byte frame, against 0.54 µs for a template string that the socket then encodes).
+ * the head is made once per stream, each frame's base64 written straight after it
+ * (`npm run bench:providers`, "Twilio media message written").
  */
 export function mediaMessages(streamSid: string): (mulaw: Buffer) => Buffer {
   const head = Buffer.from(`{"event":"media","streamSid":${JSON.stringify(streamSid)},"media":{"payload":"`);
