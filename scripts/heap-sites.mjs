@@ -18,8 +18,10 @@ const rows = Number(rowsArg ?? 40);
 const seconds = secondsArg ? Number(secondsArg) : null;
 const { head } = JSON.parse(readFileSync(file, 'utf8'));
 
+/** A script's URL from the project's folders on (`src/…`, `node_modules/…`); Node's own as is. */
+const short = (url) => url.replace(/^(?:file:\/\/)?\/.*?\/(src|engine|node_modules|test)\//, '$1/');
 const where = (cf) => {
-  const url = cf.url.replace(/^file:\/\/.*?\/(src|engine|node_modules|test)\//, '$1/').replace(/^node:/, 'node:');
+  const url = short(cf.url);
   return `${cf.functionName || '(anonymous)'} ${url || '(native)'}${url ? `:${cf.lineNumber + 1}` : ''}`;
 };
 const bySite = new Map();
@@ -30,7 +32,7 @@ const walk = (node, parent) => {
     total += node.selfSize;
     const key = `${where(node.callFrame)}  ← ${parent ? where(parent.callFrame) : '(root)'}`;
     bySite.set(key, (bySite.get(key) ?? 0) + node.selfSize);
-    const f = node.callFrame.url.replace(/^file:\/\/.*?\/(src|engine|node_modules|test)\//, '$1/') || '(native)';
+    const f = short(node.callFrame.url) || '(native)';
     byFile.set(f, (byFile.get(f) ?? 0) + node.selfSize);
   }
   for (const c of node.children) walk(c, node);
