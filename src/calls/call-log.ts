@@ -107,6 +107,12 @@ export class LoggedCallStore implements CallStore {
     await this.sessions.save(record);
   }
 
+  async saveRunning(record: CallRecord, engine: () => Record<string, unknown>): Promise<void> {
+    const last = this.logged.get(record.id);
+    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    await this.sessions.saveRunning(record, engine);
+  }
+
   async saveIf(record: CallRecord, expected: CallStatus): Promise<boolean> {
     if (!(await this.sessions.saveIf(record, expected))) return false;
     const last = this.logged.get(record.id);

@@ -57,13 +57,14 @@ export class CallLedger {
       if (this.closed || !s?.isStarted()) return;
       try {
         this.noteNode(s);
-        this.record.engine = s.snapshot() as unknown as Record<string, unknown>;
       } catch (err) {
         this.deps.onFailure(err, 'session save');
         return;
       }
-      // the store copies the record before it returns, and keeps the order of saves
-      const saved = this.deps.store.save(this.record).catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
+      // the store keeps the order of saves; the engine's snapshot is made when the store needs it
+      // (at once for Redis; for the in-process store, when the call is read)
+      const engine = () => s.snapshot() as unknown as Record<string, unknown>;
+      const saved = this.deps.store.saveRunning(this.record, engine).catch((err: Error) => this.deps.log.warn({ err }, 'could not save the call session'));
       this.saveChain = this.saveChain.then(() => saved);
     });
   }

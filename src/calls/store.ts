@@ -58,7 +58,11 @@ export interface CallRecord {
   /** Why no workflow runs although the number has one (e.g. inactive). */
   workflow_note: string | null;
   definition: Record<string, unknown> | null;
-  /** The engine's saved state (`SessionSnapshot`), when a workflow runs. */
+  /**
+   * The engine's saved state (`SessionSnapshot`), when a workflow runs. On a record read from the
+   * store; the running call's own object gets it at the end (its saves give the store a way to
+   * make it: `saveRunning`).
+   */
   engine: Record<string, unknown> | null;
   current_node: string | null;
   nodes_visited: string[];
@@ -120,6 +124,15 @@ export interface CallStore {
    * the store in the order they were made.
    */
   save(record: CallRecord): Promise<void>;
+  /**
+   * The owning process's save of a call it is running, made as the call goes (coalesced, about
+   * twice a turn); `engine` gives the workflow's snapshot at that moment. A store outside the
+   * process writes what `save` writes, the record's `engine` set from `engine()` first. The
+   * in-process store keeps the record object itself and makes its JSON, the engine's snapshot
+   * included, only when it is read: a read sees the call as it is then, never older than this
+   * save, and a call that nobody reads costs no copy. `save` and `saveIf` copy again.
+   */
+  saveRunning(record: CallRecord, engine: () => Record<string, unknown>): Promise<void>;
   /**
    * Writes the whole record only if the stored one still has status `expected` (what the writer
    * read): the moves between statuses that more than one process may make at once (the dialler,
@@ -224,18 +237,25 @@ export function recordJson(record: CallRecord): string {
  */
 interface MemoryEntry {
   head: StaleFields & Pick<CallRecord, 'id' | 'organization_id' | 'ended_at' | 'worker_id'>;
-  json: string;
+  /** The record as JSON, or null while the store holds a running call's own record (`saveRunning`). */
+  json: string | null;
+  running: { record: CallRecord; engine: () => Record<string, unknown> } | null;
+}
+
+function entryHead(r: CallRecord): MemoryEntry['head'] {
+  const { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at } = r;
+  return { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at };
 }
 
 function memoryEntry(record: CallRecord): MemoryEntry {
   const r = kept(record);
-  const { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at } = r;
-  return { head: { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at }, json: recordJson(r) };
+  return { head: entryHead(r), json: recordJson(r), running: null };
 }
 
 /** The record of an entry: a fresh copy, with the heartbeat and owner the store may have changed since. */
 function memoryRecord(e: MemoryEntry): CallRecord {
-  const record = JSON.parse(e.json) as CallRecord;
+  const json = e.json ?? recordJson(kept({ ...e.running!.record, engine: e.running!.engine() }));
+  const record = JSON.parse(json) as CallRecord;
   record.worker_id = e.head.worker_id;
   record.heartbeat_at = e.head.heartbeat_at;
   return record;
@@ -265,6 +285,10 @@ export class MemoryCallStore implements CallStore {
   }
   async save(record: CallRecord) {
     this.calls.set(record.id, memoryEntry(record));
+  }
+  async saveRunning(record: CallRecord, engine: () => Record<string, unknown>) {
+    if (record.status === 'ended') return this.save({ ...record, engine: engine() });
+    this.calls.set(record.id, { head: entryHead(record), json: null, running: { record, engine } });
   }
   async saveIf(record: CallRecord, expected: CallStatus) {
     if (this.calls.get(record.id)?.head.status !== expected) return false;
@@ -414,6 +438,11 @@ export class RedisCallStore implements CallStore {
       m.set(this.key('call', record.id), recordJson(record));
     }
     await m.exec();
+  }
+
+  async saveRunning(record: CallRecord, engine: () => Record<string, unknown>) {
+    record.engine = engine();
+    await this.save(record);
   }
 
   async saveIf(record: CallRecord, expected: CallStatus) {

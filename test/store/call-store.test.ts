@@ -95,6 +95,50 @@ describe.each(stores)('call records (%s)', (_name, make) => {
     }
   });
 
+  it('saveRunning: a read gives the call with the engine snapshot of that moment, never older than the save; save copies again', async () => {
+    const store = make();
+    const inProcess = store instanceof MemoryCallStore;
+    try {
+      const record = callRecord({ current_node: 'greeting', nodes_visited: ['greeting'] });
+      await store.create(record);
+      let turn = 1;
+      let snapshots = 0;
+      const engine = () => {
+        snapshots++;
+        return { value: 'conversation', turn };
+      };
+      record.current_node = 'hours';
+      await store.saveRunning(record, engine);
+      // Redis writes the snapshot now; the in-process store makes it only when the call is read
+      expect(snapshots).toBe(inProcess ? 0 : 1);
+      turn = 2;
+      record.messages.push({ role: 'user', content: 'after the save', time: new Date().toISOString(), seconds_from_start: 0, node_id: 'hours' });
+      const read = await store.get(record.id);
+      expect(read?.current_node).toBe('hours');
+      expect(read?.engine).toEqual({ value: 'conversation', turn: inProcess ? 2 : 1 });
+      expect(read?.messages.map((m) => m.content)).toEqual(inProcess ? ['after the save'] : []);
+      // a read is a copy either way
+      read!.messages.length = 0;
+      expect((await store.get(record.id))?.messages).toHaveLength(inProcess ? 1 : 0);
+      expect((await store.list(record.organization_id, 10)).map((r) => r.id)).toContain(record.id);
+      // a save writes the record as it is (its own engine field), and copies it: changes after it stay out of the store
+      record.engine = engine();
+      await store.save(record);
+      record.current_node = 'changed-after-save';
+      turn = 3;
+      const saved = await store.get(record.id);
+      expect(saved?.current_node).toBe('hours');
+      expect(saved?.engine).toEqual({ value: 'conversation', turn: 2 });
+      // an ended call is copied at once, without its workflow
+      record.status = 'ended';
+      await store.saveRunning(record, engine);
+      record.current_node = 'after-the-end';
+      expect(await store.get(record.id)).toMatchObject({ status: 'ended', current_node: 'changed-after-save', engine: { turn: 3 }, definition: null });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('keeps a live call\'s workflow snapshot and drops an ended call\'s (created or saved ended), leaving the caller\'s record alone', async () => {
     const store = make();
     try {
