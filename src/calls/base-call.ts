@@ -166,6 +166,7 @@ export abstract class BaseCall implements ActiveCall {
             // the background alone is not the reply: the first frame of speech closes the turn
             if (speech && reporting) this.turnClock.frameSent();
           },
+          flush: () => transport.flushAudio?.(),
           sendMark: (name) => transport.mark(name),
           sendClear: () => {
             transport.clear();
@@ -174,6 +175,9 @@ export abstract class BaseCall implements ActiveCall {
         },
         'media out',
       ),
+      undefined,
+      undefined,
+      transport.framesPerMessage,
     );
     this.startBackground();
   }

@@ -21,6 +21,11 @@ type Item = { kind: 'audio'; data: Buffer; offset: number } | { kind: 'mark'; na
 export interface OutboundSink {
   /** One frame to the far end; `speech` is false for a frame of the background alone. */
   sendFrame(frame: Buffer, speech: boolean): void;
+  /**
+   * The frames given in this tick are all there is for now (a transport that puts several frames
+   * in one message sends what it holds). Called at the end of each tick that sent a frame.
+   */
+  flush?(): void;
   sendMark(name: string): void;
   sendClear(): void;
 }
@@ -103,6 +108,12 @@ export class OutboundPacer {
     private readonly clock: PacerClock = sharedTick,
     /** How far ahead of real time audio may be sent. */
     private readonly leadMs = 60,
+    /**
+     * Speech goes in groups of this many frames: once a frame is due, the next ones of its group
+     * go with it (a transport that carries several frames in one message sends fewer messages;
+     * the far end is then up to `leadMs` plus a group ahead).
+     */
+    private readonly groupFrames = 1,
   ) {}
 
   /** Appends audio; a trailing partial frame waits for more audio or `endOfAudio()`. */
@@ -231,14 +242,18 @@ export class OutboundPacer {
       }
       this.playhead = now;
     }
+    const sentBefore = this.stats.framesSent;
+    /** Frames of the group under way still to go with it. */
+    let group = 0;
     for (;;) {
-      if (!this.paused && this.queue.length > 0 && this.playhead < now + this.leadMs) {
+      if (!this.paused && this.queue.length > 0 && (group > 0 || this.playhead < now + this.leadMs)) {
         const item = this.queue[0]!;
         if (item.kind === 'mark') {
           this.queue.shift();
           this.sink.sendMark(item.name);
           continue;
         }
+        group = group > 0 ? group - 1 : this.groupFrames - 1;
         const frame = item.data.subarray(item.offset, item.offset + FRAME_BYTES);
         item.offset += FRAME_BYTES;
         if (item.offset >= item.data.length) this.queue.shift();
@@ -258,6 +273,7 @@ export class OutboundPacer {
       }
       break;
     }
+    if (this.stats.framesSent !== sentBefore) this.sink.flush?.();
     // marks right behind the last frame go out at once
     while (!this.paused && this.queue[0]?.kind === 'mark') {
       this.sink.sendMark((this.queue.shift() as { name: string }).name);

@@ -27,6 +27,14 @@ export interface CallTransport {
   /** One whole frame of assistant audio (20 ms of `audioFormat`), paced by the call. */
   sendAudio(frame: Buffer): void;
   /**
+   * Frames of assistant audio the transport puts in one message (Twilio: 2, 40 ms), absent for
+   * one. The call then sends speech in groups of that many frames, and calls `flushAudio` when a
+   * group is short (the end of a reply); a transport may hold frames until either.
+   */
+  readonly framesPerMessage?: number;
+  /** Sends the frames held for a message now (the transport's own `mark` and `clear` do so first). */
+  flushAudio?(): void;
+  /**
    * A progress mark after the audio sent so far: the transport calls `played(name)` on the call
    * once the far end has played that audio (or, if the far end never says, once it must have).
    */

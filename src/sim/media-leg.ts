@@ -87,7 +87,7 @@ export class MediaLeg {
   readonly heard: HeardLine[] = [];
   /** Every `clear` received, with the time. */
   readonly clears: number[] = [];
-  /** When each media frame from the server arrived. */
+  /** When each 20 ms frame of the server's audio arrived (a message of 40 ms counts twice). */
   readonly frameTimes: number[] = [];
   readonly marksEchoed: string[] = [];
   /** What this leg said (and mumbled), with when its sound started and ended on the wire. */
@@ -281,8 +281,10 @@ export class MediaLeg {
 
   /** Server audio (μ-law 8 kHz): played in real time. */
   private received(audio: Buffer) {
-    this.frameTimes.push(Date.now());
-    this.lastServerAudioAt = Date.now();
+    const now = Date.now();
+    // a 20 ms frame at a time, whatever a message carries (Twilio's: 40 ms)
+    for (let i = 0; i < Math.max(1, Math.round(audio.length / FRAME)); i++) this.frameTimes.push(now);
+    this.lastServerAudioAt = now;
     if (this.o.recordAudio) this.outboundAudio.push(audio);
     this.playQueue.push({ kind: 'audio', audio });
     this.schedulePlay();

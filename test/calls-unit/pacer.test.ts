@@ -200,19 +200,27 @@ describe('the pacer without a background', () => {
       fc.record({ op: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 200 }) }),
     );
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 25 }), (ops) => {
+      fc.property(fc.array(op, { maxLength: 25 }), fc.integer({ min: 1, max: 3 }), (ops, groupFrames) => {
         const clock = new ManualClock();
         const out: string[] = [];
+        // frames given since the last flush: a tick that sends ends with one
+        let unflushed = 0;
         const pacer = new OutboundPacer(
           {
             sendFrame: (frame) => {
               expect(frame.length).toBe(FRAME_BYTES);
               out.push(frame.toString('hex'));
+              unflushed++;
+            },
+            flush: () => {
+              unflushed = 0;
             },
             sendMark: (name) => out.push(`mark ${name}`),
             sendClear: () => out.push('clear'),
           },
           clock,
+          undefined,
+          groupFrames,
         );
         // the model: bytes in order, the partial frame padded with silence at a mark or the end
         const expected: string[] = [];
@@ -246,6 +254,7 @@ describe('the pacer without a background', () => {
             pacer.endOfAudio();
             flush(true);
           } else clock.advance(o.ms);
+          expect(unflushed).toBe(0);
         }
         pacer.endOfAudio();
         flush(true);
@@ -256,6 +265,44 @@ describe('the pacer without a background', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('in groups of two frames: a due frame takes the next with it, the far end at most a group past the lead, flushed each tick', () => {
+    const clock = new ManualClock();
+    const ticks: { at: number; frames: number; flushed: boolean }[] = [];
+    let current: { at: number; frames: number; flushed: boolean } | null = null;
+    const pacer = new OutboundPacer(
+      {
+        sendFrame: () => {
+          if (current?.at !== clock.t) ticks.push((current = { at: clock.t, frames: 0, flushed: false }));
+          current.frames++;
+          current.flushed = false;
+        },
+        flush: () => {
+          if (current) current.flushed = true;
+        },
+        sendMark: () => undefined,
+        sendClear: () => undefined,
+      },
+      clock,
+      60,
+      2,
+    );
+    const start = clock.t;
+    pacer.push(Buffer.alloc(FRAME_BYTES * 51, 0x55)); // one second and a frame: the last group is short
+    clock.advance(1_200);
+    expect(ticks.reduce((n, t) => n + t.frames, 0)).toBe(51);
+    expect(ticks.every((t) => t.flushed)).toBe(true);
+    // the lead (60 ms: three frames) filled with two groups at once, then a group every 40 ms
+    expect(ticks[0]).toMatchObject({ at: start, frames: 4 });
+    expect(ticks.slice(1, -1).every((t) => t.frames === 2)).toBe(true);
+    expect(ticks.at(-1)!.frames).toBe(1);
+    let sent = 0;
+    for (const t of ticks) {
+      sent += t.frames;
+      // what has been sent is never more than the lead plus one group ahead of real time
+      expect(start + sent * FRAME_MS - t.at).toBeLessThanOrEqual(60 + 2 * FRAME_MS);
+    }
   });
 
   it('a clear in the middle of a long reply drops the rest of it; what is pushed after goes out whole', () => {

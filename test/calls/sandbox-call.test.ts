@@ -71,6 +71,25 @@ describe('a sandbox call through a workflow', () => {
     expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
   }, 60_000);
 
+  it('sends the assistant\'s audio 40 ms to a Twilio media message (a reply\'s last one may be shorter), all of it heard', async () => {
+    const { number } = await s.setUpNumber({ assistant: sandboxAssistant({ first_message: 'Hi there, how can I help?' }) });
+    const call = s.caller(number, { recordAudio: true });
+    await call.dial();
+    await call.hear('how can I help');
+    await call.quiet();
+    await call.hangUp();
+    const sizes = call.outboundAudio.map((a) => a.length);
+    expect(sizes.length).toBeGreaterThan(10);
+    // whole frames, one or two to a message
+    expect(sizes.filter((n) => n !== 320)).toEqual(sizes.filter((n) => n === 160));
+    // single frames only while the reply's first audio trickles in (each goes at once: the lead
+    // is not yet full) and at its end, on an odd frame; two in between
+    const paired = sizes.slice(sizes.indexOf(320));
+    expect(paired.slice(0, -1).every((n) => n === 320)).toBe(true);
+    expect(sizes.indexOf(320)).toBeLessThanOrEqual(4);
+    expect(call.frameTimes.length).toBe(sizes.reduce((a, n) => a + n, 0) / 160);
+  }, 30_000);
+
   it('with no workflow, says first_message and answers the caller', async () => {
     const { number } = await s.setUpNumber({ assistant: sandboxAssistant({ first_message: 'Hi there, how can I help?' }) });
     const call = s.caller(number);

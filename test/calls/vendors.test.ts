@@ -101,8 +101,9 @@ describe('a call through Deepgram, OpenAI and ElevenLabs (fakes)', () => {
     const text = heardText(call);
     expect(text.startsWith('Hello from the vendor path.')).toBe(true);
     expect(text.indexOf('Sure, I can help with that.')).toBeGreaterThan(text.indexOf('Hello from the vendor path.'));
-    // every frame is a whole 20 ms of μ-law
-    expect(call.outboundAudio.every((f) => f.length === 160)).toBe(true);
+    // every message is 40 ms of μ-law, two whole frames, but where a reply ends on an odd frame
+    expect(call.outboundAudio.every((f) => f.length === 320 || f.length === 160)).toBe(true);
+    expect(call.outboundAudio.filter((f) => f.length === 320).length).toBeGreaterThan(call.outboundAudio.length / 2);
 
     const dg = deepgram.connections[dgBefore]!;
     expect(dg.headers.authorization).toBe(`Token ${DEEPGRAM_KEY}`);

@@ -54,7 +54,7 @@ export interface CallingServer {
     assistantId: string;
     workflowId: string | null;
   }>;
-  caller(to: string): SimulatedCall;
+  caller(to: string, options?: { recordAudio?: boolean }): SimulatedCall;
   close(): Promise<void>;
 }
 
@@ -172,8 +172,8 @@ export async function startCallingServer(
       if (n.status !== 201) throw new Error(`number: ${JSON.stringify(n.json)}`);
       return { number, numberId: n.json.number.id, assistantId, workflowId };
     },
-    caller(to: string) {
-      const c = new SimulatedCall({ baseUrl, to, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
+    caller(to: string, options: { recordAudio?: boolean } = {}) {
+      const c = new SimulatedCall({ baseUrl, to, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID, ...options });
       callers.push(c);
       return c;
     },

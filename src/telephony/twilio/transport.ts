@@ -21,6 +21,12 @@ import { verifyTwilioSignature, type FormParams } from './signature.js';
 import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
+/**
+ * Assistant audio goes out 40 ms to a `media` message: half the messages (and socket writes) of
+ * one a frame, the far end at most 20 ms further ahead (docs/calls.md, "Audio out").
+ */
+export const FRAMES_PER_MESSAGE = 2;
+const FRAME_BYTES = 160;
 export const MEDIA_PATH = '/telephony/twilio/media';
 /** Outbound calls: Twilio asks here for the TwiML once the callee answers. */
 export const ANSWER_PATH = '/telephony/twilio/outbound';
@@ -338,18 +344,39 @@ export class TwilioTelephony implements OutboundCarrier {
   private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void): CallTransport {
     const open = () => ws.readyState === ws.OPEN;
     const media = mediaMessages(streamSid);
+    // the frames of the message being filled (FRAMES_PER_MESSAGE of 160 bytes)
+    const held = Buffer.allocUnsafe(FRAMES_PER_MESSAGE * FRAME_BYTES);
+    let heldBytes = 0;
+    const flush = () => {
+      if (heldBytes === 0) return;
+      const bytes = heldBytes;
+      heldBytes = 0;
+      if (open()) ws.send(media(held.subarray(0, bytes)), { binary: false });
+    };
     return {
       kind: 'twilio',
       audioFormat: MULAW_8K,
+      framesPerMessage: FRAMES_PER_MESSAGE,
       sendAudio: (frame) => {
-        if (open()) ws.send(media(frame), { binary: false });
+        if (heldBytes + frame.length > held.length) flush();
+        if (frame.length > held.length) {
+          if (open()) ws.send(media(frame), { binary: false });
+          return;
+        }
+        frame.copy(held, heldBytes);
+        heldBytes += frame.length;
+        if (heldBytes === held.length) flush();
       },
+      flushAudio: flush,
       mark: (name) => {
+        flush();
         if (!open()) return;
         ws.send(markMessage(streamSid, name));
         marks.sent(name);
       },
       clear: () => {
+        // what is held was sent as far as the call knows: `clear` drops it with the rest
+        heldBytes = 0;
         if (open()) ws.send(clearMessage(streamSid));
       },
       hangUp: () => this.control(record, (creds, sid) => this.o.rest.hangUp(creds, sid)),
