@@ -252,9 +252,23 @@ function memoryEntry(record: CallRecord): MemoryEntry {
   return { head: entryHead(r), json: recordJson(r), running: null };
 }
 
+/**
+ * A running call's record as JSON, its engine's snapshot made now. A snapshot that cannot be made
+ * leaves the record's own (the reader gets the call, never an error of the call's engine).
+ */
+function runningJson(running: NonNullable<MemoryEntry['running']>): string {
+  let engine = running.record.engine;
+  try {
+    engine = running.engine();
+  } catch {
+    // the call's end makes its snapshot again, and logs what fails there (`CallLedger.close`)
+  }
+  return recordJson(kept({ ...running.record, engine }));
+}
+
 /** The record of an entry: a fresh copy, with the heartbeat and owner the store may have changed since. */
 function memoryRecord(e: MemoryEntry): CallRecord {
-  const json = e.json ?? recordJson(kept({ ...e.running!.record, engine: e.running!.engine() }));
+  const json = e.json ?? runningJson(e.running!);
   const record = JSON.parse(json) as CallRecord;
   record.worker_id = e.head.worker_id;
   record.heartbeat_at = e.head.heartbeat_at;

@@ -139,6 +139,28 @@ describe.each(stores)('call records (%s)', (_name, make) => {
     }
   });
 
+  it('saveRunning: an engine snapshot that cannot be made leaves the record\'s own, and the read still answers', async () => {
+    const store = make();
+    try {
+      const record = callRecord({ current_node: 'greeting', engine: { value: 'last good' } });
+      await store.create(record);
+      const failing = () => {
+        throw new Error('the engine cannot say');
+      };
+      if (store instanceof MemoryCallStore) {
+        await store.saveRunning(record, failing);
+        expect(await store.get(record.id)).toMatchObject({ current_node: 'greeting', engine: { value: 'last good' } });
+        expect(await store.list(record.organization_id, 10)).toHaveLength(1);
+      } else {
+        // written at once: the save fails (the ledger logs it) and the stored record stays as it was
+        await expect(store.saveRunning(record, failing)).rejects.toThrow('the engine cannot say');
+        expect(await store.get(record.id)).toMatchObject({ engine: { value: 'last good' } });
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
   it('keeps a live call\'s workflow snapshot and drops an ended call\'s (created or saved ended), leaving the caller\'s record alone', async () => {
     const store = make();
     try {
