@@ -232,8 +232,9 @@ export function recordJson(record: CallRecord): string {
 
 /**
  * A stored record: as JSON (a save is one `JSON.stringify`, about a third of a deep copy's cost,
- * and one string for the collector instead of a tree of objects), with the fields the store reads
- * itself beside it. A process holds hundreds of live calls, each saved several times a turn.
+ * and one string for the collector instead of a tree of objects), or a running call's own record
+ * (`saveRunning`: its JSON made when it is read), with the fields the store reads itself beside
+ * it. A process holds hundreds of live calls, each saved about twice a turn.
  */
 interface MemoryEntry {
   head: StaleFields & Pick<CallRecord, 'id' | 'organization_id' | 'ended_at' | 'worker_id'>;
@@ -245,6 +246,19 @@ interface MemoryEntry {
 function entryHead(r: CallRecord): MemoryEntry['head'] {
   const { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at } = r;
   return { id, organization_id, created_at, status, ringing_at, type, ended_at, worker_id, heartbeat_at };
+}
+
+/**
+ * The fields the store reads itself. A running call's come from its record as it is now (a status
+ * it moved to since its last save included, as a read gives it); the owner and the heartbeat are
+ * the store's own (`heartbeat`, `claim`).
+ */
+function headOf(e: MemoryEntry): MemoryEntry['head'] {
+  if (e.running) {
+    const { worker_id, heartbeat_at } = e.head;
+    e.head = { ...entryHead(e.running.record), worker_id, heartbeat_at };
+  }
+  return e.head;
 }
 
 function memoryEntry(record: CallRecord): MemoryEntry {
@@ -292,7 +306,7 @@ export class MemoryCallStore implements CallStore {
   }
   async list(organizationId: string, limit: number) {
     return [...this.calls.values()]
-      .filter((e) => e.head.organization_id === organizationId)
+      .filter((e) => headOf(e).organization_id === organizationId)
       .sort((a, b) => b.head.created_at.localeCompare(a.head.created_at))
       .slice(0, limit)
       .map(memoryRecord);
@@ -305,7 +319,8 @@ export class MemoryCallStore implements CallStore {
     this.calls.set(record.id, { head: entryHead(record), json: null, running: { record, engine } });
   }
   async saveIf(record: CallRecord, expected: CallStatus) {
-    if (this.calls.get(record.id)?.head.status !== expected) return false;
+    const e = this.calls.get(record.id);
+    if (!e || headOf(e).status !== expected) return false;
     this.calls.set(record.id, memoryEntry(record));
     return true;
   }
@@ -335,11 +350,11 @@ export class MemoryCallStore implements CallStore {
   }
   async findStale(staleMs: number) {
     const now = Date.now();
-    return [...this.calls.values()].filter((e) => isStale(e.head, staleMs, now)).map(memoryRecord);
+    return [...this.calls.values()].filter((e) => isStale(headOf(e), staleMs, now)).map(memoryRecord);
   }
   async claim(callId: string, workerId: string, staleMs: number) {
     const e = this.calls.get(callId);
-    if (!e || !isStale(e.head, staleMs, Date.now())) return null;
+    if (!e || !isStale(headOf(e), staleMs, Date.now())) return null;
     e.head.worker_id = workerId;
     e.head.heartbeat_at = new Date().toISOString();
     return memoryRecord(e);
@@ -353,7 +368,8 @@ export class MemoryCallStore implements CallStore {
     const now = Date.now();
     for (const [key, t] of this.transportCalls) if (t.expires <= now) this.transportCalls.delete(key);
     const cutoff = now - this.retentionMs;
-    for (const [id, { head }] of this.calls) {
+    for (const [id, e] of this.calls) {
+      const head = headOf(e);
       if (head.status === 'ended' && head.ended_at && Date.parse(head.ended_at) < cutoff) this.calls.delete(id);
     }
   }

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MemoryCallStore, recordJson, RedisCallStore, type CallStore } from '../../src/calls/store.js';
+import { MemoryCallStore, recordJson, RedisCallStore, transition, type CallStore } from '../../src/calls/store.js';
 import { callRecord } from '../helpers/call-record.js';
 
 const redisUrl = process.env.REDIS_URL;
@@ -142,19 +142,48 @@ describe.each(stores)('call records (%s)', (_name, make) => {
   it('saveRunning: an engine snapshot that cannot be made leaves the record\'s own, and the read still answers', async () => {
     const store = make();
     try {
-      const record = callRecord({ current_node: 'greeting', engine: { value: 'last good' } });
+      // a running call's own record has no snapshot in it (the store made it, from the engine)
+      const record = callRecord({ current_node: 'greeting', engine: null });
       await store.create(record);
       const failing = () => {
         throw new Error('the engine cannot say');
       };
       if (store instanceof MemoryCallStore) {
         await store.saveRunning(record, failing);
-        expect(await store.get(record.id)).toMatchObject({ current_node: 'greeting', engine: { value: 'last good' } });
+        expect(await store.get(record.id)).toMatchObject({ current_node: 'greeting', engine: null });
         expect(await store.list(record.organization_id, 10)).toHaveLength(1);
       } else {
         // written at once: the save fails (the ledger logs it) and the stored record stays as it was
+        await store.saveRunning(record, () => ({ value: 'last good' }));
         await expect(store.saveRunning(record, failing)).rejects.toThrow('the engine cannot say');
         expect(await store.get(record.id)).toMatchObject({ engine: { value: 'last good' } });
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('saveRunning: a status the call moved to since its last save is the one a status transition compares (as a read gives it)', async () => {
+    const store = make();
+    try {
+      const record = callRecord();
+      await store.create(record);
+      await store.saveRunning(record, () => ({ value: 'conversation' }));
+      // the call moves on in place (a transfer under way) and has not saved since
+      record.status = 'forwarding';
+      const moved = await transition(store, record.id, (r) => {
+        if (r.status !== 'forwarding') return false;
+        r.transport_ids.forwarded_to = '+15550100';
+        return true;
+      });
+      if (store instanceof MemoryCallStore) {
+        // what a read shows and what the write compares agree: one write, no retries
+        expect(moved?.transport_ids.forwarded_to).toBe('+15550100');
+        expect((await store.get(record.id))?.transport_ids.forwarded_to).toBe('+15550100');
+        expect(await store.findStale(60_000)).toEqual([]);
+      } else {
+        // Redis holds the last save: in progress, so the change declines
+        expect(moved).toBeNull();
       }
     } finally {
       await store.close();

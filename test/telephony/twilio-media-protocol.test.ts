@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mediaAudio, mediaMessages, parseTwilioMessage, TwilioInbound } from '../../src/telephony/twilio/media-protocol.js';
+import { mediaAudio, mediaMessages, mediaSender, parseTwilioMessage, TwilioInbound } from '../../src/telephony/twilio/media-protocol.js';
 
 type Read = { audio: string } | 'not media' | 'refused';
 
@@ -134,5 +134,78 @@ describe('mediaMessages', () => {
         expect(json).toEqual({ event: 'media', streamSid, media: { payload: Buffer.from(frame).toString('base64') } });
       }),
     );
+  });
+});
+
+describe('mediaSender', () => {
+  type Op = { op: 'frame'; bytes: number; seed: number } | { op: 'flush' } | { op: 'drop' };
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    { arbitrary: fc.record({ op: fc.constant('frame' as const), bytes: fc.constant(160), seed: fc.integer({ min: 0, max: 255 }) }), weight: 6 },
+    { arbitrary: fc.record({ op: fc.constant('frame' as const), bytes: fc.integer({ min: 1, max: 700 }), seed: fc.integer({ min: 0, max: 255 }) }), weight: 1 },
+    { arbitrary: fc.constant({ op: 'flush' as const }), weight: 2 },
+    { arbitrary: fc.constant({ op: 'drop' as const }), weight: 1 },
+  );
+
+  it('sends every frame once, in order, in messages of at most N frames; holds nothing after a flush; a drop loses only what it held (property)', () => {
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 40 }), fc.integer({ min: 1, max: 3 }), (ops, n) => {
+        const sent: Buffer[] = [];
+        const sender = mediaSender('MZ1', n, (m) => {
+          const json = JSON.parse(m.toString('utf8')) as { event: string; streamSid: string; media: { payload: string } };
+          expect(json.event).toBe('media');
+          expect(json.streamSid).toBe('MZ1');
+          sent.push(Buffer.from(json.media.payload, 'base64'));
+        });
+        // the model: the frames of the message being filled, as a list; what has gone out
+        const cap = n * 160;
+        let pending: Buffer[] = [];
+        let pendingBytes = 0;
+        const expected: Buffer[] = [];
+        const out = () => {
+          if (pending.length > 0) expected.push(Buffer.concat(pending));
+          pending = [];
+          pendingBytes = 0;
+        };
+        for (const o of ops) {
+          if (o.op === 'frame') {
+            const frame = Buffer.alloc(o.bytes, o.seed);
+            sender.frame(frame);
+            if (pendingBytes + frame.length > cap) out();
+            if (frame.length > cap) expected.push(frame);
+            else {
+              pending.push(frame);
+              pendingBytes += frame.length;
+              if (pendingBytes === cap) out();
+            }
+          } else if (o.op === 'flush') {
+            out();
+            sender.flush();
+          } else {
+            pending = [];
+            pendingBytes = 0;
+            sender.drop();
+          }
+          expect(sent).toEqual(expected);
+          for (const m of sent) expect(m.length).toBeLessThanOrEqual(Math.max(n * 160, 700));
+        }
+        expect(sent).toEqual(expected);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('two 160-byte frames make one 40 ms message; a third waits for its pair or a flush', () => {
+    const sent: number[] = [];
+    const sender = mediaSender('MZ1', 2, (m) => sent.push(Buffer.from(JSON.parse(m.toString()).media.payload, 'base64').length));
+    sender.frame(Buffer.alloc(160, 1));
+    expect(sent).toEqual([]);
+    sender.frame(Buffer.alloc(160, 2));
+    expect(sent).toEqual([320]);
+    sender.frame(Buffer.alloc(160, 3));
+    expect(sent).toEqual([320]);
+    sender.flush();
+    expect(sent).toEqual([320, 160]);
+    sender.flush();
+    expect(sent).toEqual([320, 160]);
   });
 });

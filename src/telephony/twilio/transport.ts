@@ -15,7 +15,7 @@ import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
 import { callRunner, PendingMarks, socketMonitor, StreamWatcher } from '../liveness.js';
-import { clearMessage, markMessage, mediaAudio, mediaMessages, parseTwilioMessage } from './media-protocol.js';
+import { clearMessage, markMessage, mediaAudio, mediaSender, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
 import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
@@ -23,10 +23,9 @@ import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
 export const VOICE_PATH = '/telephony/twilio/voice';
 /**
  * Assistant audio goes out 40 ms to a `media` message: half the messages (and socket writes) of
- * one a frame, the far end at most 20 ms further ahead (docs/calls.md, "Audio out").
+ * one a frame, the far end at most 20 ms further ahead (docs/transports.md, "Frames to a message").
  */
 export const FRAMES_PER_MESSAGE = 2;
-const FRAME_BYTES = 160;
 export const MEDIA_PATH = '/telephony/twilio/media';
 /** Outbound calls: Twilio asks here for the TwiML once the callee answers. */
 export const ANSWER_PATH = '/telephony/twilio/outbound';
@@ -343,40 +342,24 @@ export class TwilioTelephony implements OutboundCarrier {
   /** The `CallTransport` of one media stream: μ-law 8 kHz both ways, as Twilio carries it. */
   private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void): CallTransport {
     const open = () => ws.readyState === ws.OPEN;
-    const media = mediaMessages(streamSid);
-    // the frames of the message being filled (FRAMES_PER_MESSAGE of 160 bytes)
-    const held = Buffer.allocUnsafe(FRAMES_PER_MESSAGE * FRAME_BYTES);
-    let heldBytes = 0;
-    const flush = () => {
-      if (heldBytes === 0) return;
-      const bytes = heldBytes;
-      heldBytes = 0;
-      if (open()) ws.send(media(held.subarray(0, bytes)), { binary: false });
-    };
+    const media = mediaSender(streamSid, FRAMES_PER_MESSAGE, (message) => {
+      if (open()) ws.send(message, { binary: false });
+    });
     return {
       kind: 'twilio',
       audioFormat: MULAW_8K,
       framesPerMessage: FRAMES_PER_MESSAGE,
-      sendAudio: (frame) => {
-        if (heldBytes + frame.length > held.length) flush();
-        if (frame.length > held.length) {
-          if (open()) ws.send(media(frame), { binary: false });
-          return;
-        }
-        frame.copy(held, heldBytes);
-        heldBytes += frame.length;
-        if (heldBytes === held.length) flush();
-      },
-      flushAudio: flush,
+      sendAudio: (frame) => media.frame(frame),
+      flushAudio: () => media.flush(),
       mark: (name) => {
-        flush();
+        media.flush();
         if (!open()) return;
         ws.send(markMessage(streamSid, name));
         marks.sent(name);
       },
       clear: () => {
         // what is held was sent as far as the call knows: `clear` drops it with the rest
-        heldBytes = 0;
+        media.drop();
         if (open()) ws.send(clearMessage(streamSid));
       },
       hangUp: () => this.control(record, (creds, sid) => this.o.rest.hangUp(creds, sid)),
