@@ -102,22 +102,24 @@ export class LoggedCallStore implements CallStore {
 
   /** The session save; the log is written too when the status changed, and at every save of an ended call. */
   async save(record: CallRecord): Promise<void> {
-    const last = this.logged.get(record.id);
-    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    this.logChange(record);
     await this.sessions.save(record);
   }
 
   async saveRunning(record: CallRecord, engine: () => Record<string, unknown>): Promise<void> {
-    const last = this.logged.get(record.id);
-    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    this.logChange(record);
     await this.sessions.saveRunning(record, engine);
   }
 
   async saveIf(record: CallRecord, expected: CallStatus): Promise<boolean> {
     if (!(await this.sessions.saveIf(record, expected))) return false;
-    const last = this.logged.get(record.id);
-    if (record.status === 'ended' || last?.status !== record.status) this.write(record);
+    this.logChange(record);
     return true;
+  }
+
+  /** Writes the log when the call's status changed since its last write, and at every save of an ended call. */
+  private logChange(record: CallRecord): void {
+    if (record.status === 'ended' || this.logged.get(record.id)?.status !== record.status) this.write(record);
   }
 
   putStreamToken(callId: string, token: string, ttlSeconds: number): Promise<void> {

@@ -28,11 +28,12 @@ export interface CallTransport {
   sendAudio(frame: Buffer): void;
   /**
    * Frames of assistant audio the transport puts in one message (Twilio: 2, 40 ms), absent for
-   * one. The call then sends speech in groups of that many frames, and calls `flushAudio` when a
-   * group is short (the end of a reply); a transport may hold frames until either.
+   * one. The call then sends speech in groups of that many frames, and calls `flushAudio` at the
+   * end of each pacing step that sent audio; a transport may hold frames until the group is whole
+   * or that call.
    */
   readonly framesPerMessage?: number;
-  /** Sends the frames held for a message now (the transport's own `mark` and `clear` do so first). */
+  /** Sends the frames held for a message now (the transport's own `mark` sends them first; `clear` drops them). */
   flushAudio?(): void;
   /**
    * A progress mark after the audio sent so far: the transport calls `played(name)` on the call

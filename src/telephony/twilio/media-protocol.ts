@@ -3,6 +3,7 @@
  * `dtmf`, `stop`) parsed without ever throwing, and the ones we send (`media`, `mark`, `clear`).
  */
 import { z } from 'zod';
+import { FRAME_BYTES } from '../../calls/outbound.js';
 
 const Connected = z.object({ event: z.literal('connected'), protocol: z.string().optional(), version: z.string().optional() });
 const Start = z.object({
@@ -92,7 +93,6 @@ export function mediaAudio(b: Buffer): Buffer | null {
 }
 
 const MEDIA_TAIL = Buffer.from('"}}');
-const FRAME_BYTES = 160;
 
 /** A stream's outbound audio as `media` messages of several frames (`mediaSender`). */
 export interface MediaSender {
