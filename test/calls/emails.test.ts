@@ -8,7 +8,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeOptions } from '../../src/runtime.js';
 import { WebCaller } from '../../src/sim/web-caller.js';
-import { freePort } from '../../src/net.js';
 import {
   callIdOf,
   callKinds,
@@ -21,6 +20,7 @@ import {
 } from '../helpers/calls.js';
 import { startFakeOpenAiChat, type FakeOpenAiChat } from '../fakes/openai-chat.js';
 import { dropEmailQueues, startSmtpInbox, type SmtpInbox } from '../emails/smtp-inbox.js';
+import { REFUSED_PORT } from '../helpers/faults.js';
 
 const FROM = 'Acme calls <calls@acme.example>';
 const RETRIES = [0, 300, 300];
@@ -281,7 +281,7 @@ describe('an SMTP server that refuses', () => {
 describe('an SMTP server that is down', () => {
   let down: CallingServer;
   beforeAll(async () => {
-    down = await startEmailingServer({ SMTP_URL: `smtp://127.0.0.1:${await freePort()}`, SMTP_FROM: FROM });
+    down = await startEmailingServer({ SMTP_URL: `smtp://127.0.0.1:${REFUSED_PORT}`, SMTP_FROM: FROM });
   }, 120_000);
   afterAll(async () => {
     await down?.close();

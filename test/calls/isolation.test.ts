@@ -6,7 +6,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { freePort } from '../../src/net.js';
 import { twilioSignature } from '../../src/telephony/twilio/signature.js';
 import {
   ACCOUNT_SID,
@@ -23,6 +22,7 @@ import {
 } from '../helpers/calls.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import { startFakeOpenAiRealtime } from '../fakes/openai-realtime.js';
+import { REFUSED_PORT } from '../helpers/faults.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,7 +31,7 @@ let unreachable: string;
 
 beforeAll(async () => {
   // nothing listens there: every connection to the "vendor" is refused
-  unreachable = `http://127.0.0.1:${await freePort()}`;
+  unreachable = `http://127.0.0.1:${REFUSED_PORT}`;
   // pings every second: a far end that stops answering them is found in two
   s = await startCallingServer({ OPENAI_API_BASE: unreachable, OPENAI_API_KEY: 'sk-test' }, { mediaLiveness: { pingMs: 1_000 } });
 }, 120_000);

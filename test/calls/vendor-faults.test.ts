@@ -23,7 +23,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/tts.js';
-import { freePort } from '../../src/net.js';
 import {
   ACCOUNT_SID,
   AUTH_TOKEN,
@@ -34,7 +33,7 @@ import {
   startCallingServer,
   type CallingServer,
 } from '../helpers/calls.js';
-import { describeProcessErrors, frameTiming, watchProcessErrors, type ProcessErrors } from '../helpers/faults.js';
+import { describeProcessErrors, frameTiming, REFUSED_PORT, watchProcessErrors, type ProcessErrors } from '../helpers/faults.js';
 import { startFakeDeepgram, type DeepgramFakeConnectionScript, type FakeDeepgram } from '../fakes/deepgram.js';
 import { startFakeOpenAiChat, type FakeCompletion } from '../fakes/openai-chat.js';
 import { FAKE_ELEVENLABS_KEY, startFakeElevenLabs, textFromAudio, type FakeElevenLabsScript } from '../fakes/elevenlabs.js';
@@ -518,7 +517,7 @@ async function aNewCallWorks(s: CallingServer): Promise<void> {
 
 /** A base URL nothing listens at. */
 async function closedBaseUrl(): Promise<string> {
-  return `http://127.0.0.1:${await freePort()}`;
+  return `http://127.0.0.1:${REFUSED_PORT}`;
 }
 
 // ---------------------------------------------------------------------------------------------

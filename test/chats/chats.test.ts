@@ -5,7 +5,6 @@
  * bad bodies, other organizations, and that a chat sends `tool-calls` and nothing else.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/net.js';
 import { verifyWebhook } from '../../src/webhooks/verify.js';
 import {
   frontDeskWorkflow,
@@ -17,6 +16,7 @@ import {
   type CallingServer,
 } from '../helpers/calls.js';
 import { startReceiver, type Receiver, type ReceiverScript, type RecordedRequest } from '../helpers/receiver.js';
+import { REFUSED_PORT } from '../helpers/faults.js';
 
 /** The account webhook's secret as `startCallingServer` sets it. */
 const ACCOUNT_SECRET = 'whsec_dGVzdC1zZWNyZXQtdGVzdC1zZWNyZXQtdGVzdA==';
@@ -403,7 +403,7 @@ describe('a realtime assistant (sandbox-realtime)', () => {
 describe('a model that fails', () => {
   it('ends the chat pipeline-error-<provider> with the reason, as it would end a call', async () => {
     // a custom-llm server nothing listens at: every request fails (a provider without its key is refused at start instead)
-    const nowhere = `http://127.0.0.1:${await freePort()}/v1`;
+    const nowhere = `http://127.0.0.1:${REFUSED_PORT}/v1`;
     const chat = await startChat({
       assistant_id: await newAssistant({ name: 'Unreachable', llm_config: { provider: 'custom-llm', model: 'house-model', url: nowhere }, tts_config: { provider: 'sandbox', voice_id: 'sandbox' } }),
       workflow_id: await newWorkflow(frontDeskWorkflow()),

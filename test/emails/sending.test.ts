@@ -19,6 +19,7 @@ import type { EmailAttempt } from '../../src/store/email-attempts.js';
 import { callRecord } from '../helpers/call-record.js';
 import { createTestDb, defaultDbKind, type TestDb } from '../helpers/db.js';
 import { dropEmailQueues, startSmtpInbox, type SmtpInbox } from './smtp-inbox.js';
+import { REFUSED_PORT } from '../helpers/faults.js';
 
 const FROM = 'Switchboard calls <calls@acme.example>';
 const SECRET_WORDS = 'my card number is 4111 and my secret is bluebird';
@@ -226,7 +227,7 @@ describe.each(queueKinds)('notification e-mails (%s queue)', (kind) => {
 
   it.runIf(kind === 'redis')('is durable: an e-mail waiting for its retry is sent by the next process, on its next attempt', async () => {
     const queueName = `test-emails-durable-${process.pid}-${Date.now()}`;
-    const down = `smtp://127.0.0.1:${await freePort()}`;
+    const down = `smtp://127.0.0.1:${REFUSED_PORT}`;
     const first = await emailsTo(down, { queueName, retryScheduleMs: [0, 1_000, 100] });
     const call = answeredCall({ notification_email: 'later@acme-dental.example' });
     first.callEnded(call);

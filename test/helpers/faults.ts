@@ -104,3 +104,11 @@ export function frameTiming(
   }
   return { frames: times.length, spurts, worstGapMs, worstUnderrunMs, underruns };
 }
+
+/**
+ * A port on 127.0.0.1 that a connection is always refused at. Port 1 is below the ephemeral range
+ * and needs root to listen on, so no server a test starts (in this file or a parallel one) can take
+ * it. A port from `freePort()` cannot promise that: between its close and the first connection the
+ * OS may hand it to another test's server, and the connection then times out instead of failing.
+ */
+export const REFUSED_PORT = 1;
