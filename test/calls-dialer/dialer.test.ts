@@ -55,9 +55,11 @@ describe.each(kinds)('dialer on %s', (kind) => {
     const order = positions(jobs.map((j) => j.callId), calls.dials.map((d) => d.callId));
     expect(new Set(order).size).toBe(10);
     if (kind === 'bullmq') {
-      // FIFO-ish: workers race for each turn, but no call is more than two places off
+      // FIFO-ish: the worker's 32 slots fetch the jobs and book their first turns concurrently, so
+      // a loaded machine reorders neighbours (up to three places seen in CI); a shuffled queue
+      // would be further off (a random order of ten passes these two checks about 2 times in 1,000)
       expect(order[0]).toBe(0);
-      order.forEach((p, i) => expect(Math.abs(p - i)).toBeLessThanOrEqual(2));
+      order.forEach((p, i) => expect(Math.abs(p - i)).toBeLessThanOrEqual(3));
     } else {
       expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     }
