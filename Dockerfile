@@ -59,4 +59,4 @@ STOPSIGNAL SIGTERM
 # liveness only (/readyz also asks the database); Node's fetch, since the slim image has no curl
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "--enable-source-maps", "dist/src/main.js"]
+CMD ["node", "--enable-source-maps", "--initial-old-space-size=256", "dist/src/main.js"]

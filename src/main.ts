@@ -6,6 +6,7 @@ import { DataDirInUseError } from './store/lock.js';
 import { createStore, type Store } from './store/index.js';
 import { buildApp } from './app.js';
 import { createRuntime } from './runtime.js';
+import { collectStartupGarbage } from './heap.js';
 
 const DEV_ORGANIZATION = 'Development';
 
@@ -70,6 +71,7 @@ async function main(): Promise<void> {
     lines.push('  API keys: npm run keys -- create --org "<name>"');
   }
   process.stdout.write(`${lines.join('\n')}\n\n`);
+  collectStartupGarbage();
 }
 
 main().catch((err: unknown) => {

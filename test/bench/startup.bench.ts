@@ -1,6 +1,6 @@
 /**
  * Start-up time and idle memory of the server: `npm run bench:startup -- [--runs 3] [--idle 10]
- * [--command "node --enable-source-maps dist/src/main.js"]`.
+ * [--command "node --enable-source-maps --initial-old-space-size=256 dist/src/main.js"]`.
  *
  * Each run starts the command in a fresh DATA_DIR (embedded PGlite, or the PostgreSQL and Redis of
  * DATABASE_URL / REDIS_URL when set: a fresh database each run), on a free port, and measures:
@@ -23,7 +23,7 @@ interface Options {
 }
 
 function parse(argv: string[]): Options {
-  const o: Options = { runs: 3, idleS: 10, command: 'node --enable-source-maps dist/src/main.js' };
+  const o: Options = { runs: 3, idleS: 10, command: 'node --enable-source-maps --initial-old-space-size=256 dist/src/main.js' };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = () => argv[++i] ?? '';
