@@ -51,6 +51,8 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
+  // start-up's garbage goes before the first call can come (src/heap.ts)
+  if (!collectStartupGarbage()) logger.warn('could not collect start-up garbage: an idle server keeps it until V8 collects on its own');
   const address = await app.listen({ port: config.PORT, host: config.HOST });
   const storage = config.DATABASE_URL ? 'PostgreSQL (DATABASE_URL)' : `embedded database in ${config.DATA_DIR}`;
   const lines = [
@@ -71,7 +73,6 @@ async function main(): Promise<void> {
     lines.push('  API keys: npm run keys -- create --org "<name>"');
   }
   process.stdout.write(`${lines.join('\n')}\n\n`);
-  collectStartupGarbage();
 }
 
 main().catch((err: unknown) => {

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SERVER_HEAP_FLAGS } from '../../src/heap.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const NODE = process.execPath;
@@ -43,7 +44,8 @@ const keys = (dataDir: string, ...args: string[]) => run(NODE, [...TS, 'src/cli/
 
 /** Starts the server and resolves once it has printed its banner. */
 function startServer(dataDir: string) {
-  const child = spawn(NODE, [...TS, 'src/main.ts'], { cwd: ROOT, env: { ...baseEnv(dataDir), PORT: '0' } });
+  // as npm start runs it: with the server's heap flags
+  const child = spawn(NODE, [...SERVER_HEAP_FLAGS, ...TS, 'src/main.ts'], { cwd: ROOT, env: { ...baseEnv(dataDir), PORT: '0' } });
   children.push(child);
   let stdout = '';
   let stderr = '';
