@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from '../../src/net.js';
+import { SERVER_HEAP_FLAGS } from '../../src/heap.js';
 
 interface Options {
   runs: number;
@@ -23,7 +24,8 @@ interface Options {
 }
 
 function parse(argv: string[]): Options {
-  const o: Options = { runs: 3, idleS: 10, command: 'node --enable-source-maps --initial-old-space-size=256 dist/src/main.js' };
+  // npm start's command (package.json; its heap flags: src/heap.ts)
+  const o: Options = { runs: 3, idleS: 10, command: ['node', '--enable-source-maps', ...SERVER_HEAP_FLAGS, 'dist/src/main.js'].join(' ') };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     const value = () => argv[++i] ?? '';
