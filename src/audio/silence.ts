@@ -35,7 +35,12 @@ export function mulawLevelDb(mulaw: Uint8Array): number {
     const s = MULAW_DECODE_TABLE[mulaw[i]!]!;
     sum += s * s;
   }
-  return 10 * Math.log10(sum / mulaw.length / (32768 * 32768));
+  return levelDb(sum, mulaw.length);
+}
+
+/** RMS level in dBFS of `samples` samples (16-bit scale) whose squares sum to `sumSquares`. */
+function levelDb(sumSquares: number, samples: number): number {
+  return 10 * Math.log10(sumSquares / samples / (32768 * 32768));
 }
 
 export class SilenceDetector {
@@ -53,11 +58,22 @@ export class SilenceDetector {
 
   /** One frame of μ-law audio (any length; 20 ms / 160 bytes is typical). */
   push(mulaw: Uint8Array): SilenceState {
-    const levelDb = mulawLevelDb(mulaw);
-    const ms = (mulaw.length * 1000) / this.sampleRate;
+    return this.pushLevel(mulaw.length, mulawLevelDb(mulaw));
+  }
+
+  /**
+   * One frame of `samples` samples whose squares (linear, 16-bit scale) sum to `sumSquares`, as a
+   * demodulator that decoded them already has it: the same as `push` on those samples.
+   */
+  pushSumOfSquares(samples: number, sumSquares: number): SilenceState {
+    return this.pushLevel(samples, samples === 0 ? Number.NEGATIVE_INFINITY : levelDb(sumSquares, samples));
+  }
+
+  private pushLevel(samples: number, levelDb: number): SilenceState {
+    const ms = (samples * 1000) / this.sampleRate;
     let started = false;
     let ended = false;
-    if (mulaw.length > 0 && levelDb >= this.thresholdDb) {
+    if (samples > 0 && levelDb >= this.thresholdDb) {
       started = !this.speaking;
       this.speaking = true;
       this.silenceMs = 0;

@@ -1,5 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mulawEncode } from '../../src/audio/mulaw.js';
+import { MULAW_DECODE_TABLE, mulawEncode } from '../../src/audio/mulaw.js';
+import { FskReceiver, modulateText } from '../../src/providers/sandbox/modem.js';
 import { SilenceDetector, mulawLevelDb } from '../../src/audio/silence.js';
 
 const silence = () => Buffer.alloc(160, 0xff);
@@ -43,5 +45,24 @@ describe('SilenceDetector', () => {
     expect(d.push(Buffer.alloc(40, 0xff))).toMatchObject({ silenceMs: 10, speaking: false, ended: true });
     d.reset();
     expect(d.push(toneFrame(5000)).started).toBe(true);
+  });
+
+  it('pushSumOfSquares(n, Σx²) is push() on those samples, and the sandbox receiver returns that sum for what it is given', () => {
+    const noop = { onSync() {}, onVerified() {}, onFrame() {}, onReject() {} };
+    const sumSquares = (b: Uint8Array) => b.reduce((sum, v) => sum + MULAW_DECODE_TABLE[v]! ** 2, 0);
+    // speech, then digital silence the receiver skips without decoding, then speech again
+    const audio = Buffer.concat([modulateText('Hello there.'), Buffer.alloc(1600, 0xff), modulateText('Again?')]);
+    const receiver = new FskReceiver(noop);
+    for (let i = 0; i < audio.length; i += 160) {
+      const frame = audio.subarray(i, i + 160);
+      expect(receiver.push(frame), `frame ${i / 160}`).toBe(sumSquares(frame));
+    }
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ minLength: 0, maxLength: 400 }), { maxLength: 20 }), (frames) => {
+        const a = new SilenceDetector({ minSilenceMs: 100 });
+        const b = new SilenceDetector({ minSilenceMs: 100 });
+        for (const f of frames) expect(b.pushSumOfSquares(f.length, sumSquares(f))).toEqual(a.push(f));
+      }),
+    );
   });
 });

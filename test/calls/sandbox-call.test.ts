@@ -82,11 +82,13 @@ describe('a sandbox call through a workflow', () => {
     expect(sizes.length).toBeGreaterThan(10);
     // whole frames, one or two to a message
     expect(sizes.filter((n) => n !== 320)).toEqual(sizes.filter((n) => n === 160));
-    // single frames only while the reply's first audio trickles in (each goes at once: the lead
-    // is not yet full) and at its end, on an odd frame; two in between
-    // the reply's first frame leaves alone as soon as it is made (the call flushes what the
-    // transport holds at the end of each pacing step), not paired with the next one later
-    expect(sizes[0]).toBe(160);
+    // single frames only while a reply's first audio trickles in (each goes at once: the lead is
+    // not yet full) and at its end, on an odd frame; two in between. The sandbox TTS hands out a
+    // sentence's audio in chunks of up to a second, so the first pacing step has frames enough
+    // for pairs; a TTS whose first bytes are one frame sends that frame alone at once, never held
+    // for the next (the call flushes what the transport holds at the end of each pacing step:
+    // test/calls-unit/pacer.test.ts)
+    expect([160, 320]).toContain(sizes[0]);
     const paired = sizes.slice(sizes.indexOf(320));
     expect(paired.slice(0, -1).every((n) => n === 320)).toBe(true);
     expect(sizes.indexOf(320)).toBeLessThanOrEqual(4);

@@ -115,3 +115,26 @@ describe.each([{ kind: 'pipeline' as const }, { kind: 'realtime' as const }])('t
     expect(h.transport.hangUps).toHaveLength(1);
   });
 });
+
+describe('the transport throws (a bug in a carrier adapter)', () => {
+  it.each([
+    { what: 'sending audio', method: 'sendAudio' as const, where: 'media out.sendFrame' },
+    { what: 'sending a mark', method: 'mark' as const, where: 'media out.sendMark' },
+  ])('while $what: that call ends pipeline-error-switchboard, saying where; nothing reaches the process', async ({ method, where }) => {
+    const h = callHarness({ assistant: { first_message: GREETING } });
+    await h.start();
+    await h.until('the greeting', () => h.heard().includes(GREETING));
+    const original = h.transport[method].bind(h.transport) as (arg: never) => void;
+    let thrown = 0;
+    h.transport[method] = ((arg: never) => {
+      if (thrown++ === 0) throw new TypeError('a carrier adapter bug');
+      original(arg);
+    }) as never;
+    await h.caller.say('When is my next visit?');
+    const report = await h.untilEnded(5_000);
+    expect(thrown).toBeGreaterThan(0);
+    expect(report.ended_reason).toBe('pipeline-error-switchboard');
+    expect(report.errors).toEqual([`switchboard: internal error (${where}); the server log has the details under this call id`]);
+    expect(h.transport.hangUps).toHaveLength(1);
+  });
+});

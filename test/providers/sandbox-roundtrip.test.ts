@@ -38,7 +38,7 @@ async function speak(strings: readonly string[]): Promise<Buffer> {
   }
   tts.end();
   await finished;
-  for (const c of chunks) expect(c.length).toBe(160);
+  for (const c of chunks) expect(c.length % 160).toBe(0);
   return Buffer.concat(chunks);
 }
 

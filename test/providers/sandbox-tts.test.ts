@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ProviderError, type TtsEvents } from '../../src/providers/types.js';
 import { createSandboxTts, synthesizeSandboxSpeech, sandboxSpeechBytes } from '../../src/providers/sandbox/index.js';
 import { FskReceiver } from '../../src/providers/sandbox/modem.js';
+import { SANDBOX_TTS_MAX_CHUNK_BYTES } from '../../src/providers/sandbox/tts.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 const immediates = () => process.getActiveResourcesInfo().filter((r) => r === 'Immediate').length;
@@ -35,7 +36,7 @@ async function open(signal?: AbortSignal) {
 }
 
 describe('sandbox TTS', () => {
-  it('turns each flushed sentence into a frame, in 160-byte chunks, asynchronously, then onDone', async () => {
+  it('turns each flushed sentence into a frame, in chunks of whole 160-byte frames (at most 1 s, never across sentences), asynchronously, then onDone', async () => {
     const { tts, chunks, log, finished, audio } = await open();
     tts.sendText('Hello ');
     tts.sendText('there. ');
@@ -46,7 +47,10 @@ describe('sandbox TTS', () => {
     tts.end(); // flushes the rest
     await finished;
     expect(log).toEqual(['done']);
-    expect(chunks.every((c) => c.length === 160)).toBe(true);
+    expect(chunks.every((c) => c.length > 0 && c.length % 160 === 0 && c.length <= SANDBOX_TTS_MAX_CHUNK_BYTES)).toBe(true);
+    // each sentence's audio is its own chunks: the first sentence's bytes end on a chunk boundary
+    const first = sandboxSpeechBytes('Hello there.');
+    expect(chunks.map((c) => c.length).reduce<number[]>((ends, n) => [...ends, (ends.at(-1) ?? 0) + n], [])).toContain(first);
     expect(decode(audio())).toEqual(['Hello there.', 'How are you?']);
     expect(audio().length).toBe(sandboxSpeechBytes('Hello there.') + sandboxSpeechBytes('How are you?'));
     expect(audio().equals(Buffer.concat([synthesizeSandboxSpeech('Hello there.'), synthesizeSandboxSpeech('How are you?')]))).toBe(true);
@@ -54,6 +58,20 @@ describe('sandbox TTS', () => {
     tts.flush();
     await tick();
     expect(log).toEqual(['done']);
+  });
+
+  it('a sentence longer than a second comes in several chunks, one an event-loop turn, each at most a second', async () => {
+    const { tts, chunks, finished, audio } = await open();
+    const text = 'A long sentence that the sandbox voice takes more than two seconds to say, '.repeat(3).trim();
+    tts.sendText(text);
+    tts.end();
+    await new Promise((r) => setImmediate(r));
+    expect(chunks).toHaveLength(1); // the first turn hands out one chunk, not the whole reply
+    await finished;
+    expect(sandboxSpeechBytes(text)).toBeGreaterThan(2 * SANDBOX_TTS_MAX_CHUNK_BYTES);
+    expect(chunks.length).toBe(Math.ceil(sandboxSpeechBytes(text) / SANDBOX_TTS_MAX_CHUNK_BYTES));
+    expect(chunks.slice(0, -1).every((c) => c.length === SANDBOX_TTS_MAX_CHUNK_BYTES)).toBe(true);
+    expect(decode(audio())).toEqual([text]);
   });
 
   it('blank text is silence: no frame; end() with nothing sent still ends', async () => {

@@ -206,6 +206,8 @@ const enum Mode {
  */
 export class FskReceiver {
   private readonly ring = new Float64Array(SPB);
+  /** The ring holds zeros only (skipped silence need not clear it again). */
+  private ringZero = true;
   private energy = 0;
   /** Samples pushed so far; the sample being processed is `n - 1`. */
   private n = 0;
@@ -248,27 +250,46 @@ export class FskReceiver {
     return this.mode !== Mode.Search;
   }
 
-  push(mulaw: Uint8Array): void {
+  /**
+   * Demodulates `mulaw`; returns the sum of the squares of its samples (linear, 16-bit scale: 0 for
+   * digital silence), which a level meter can use instead of decoding the chunk again.
+   */
+  push(mulaw: Uint8Array): number {
     if (this.mode === Mode.Search && this.energy < MIN_ENERGY && mulaw.length >= SPB && isSilence(mulaw)) {
       this.skipSilence(mulaw.length);
-      return;
+      return 0;
     }
     const ring = this.ring;
+    this.ringZero = false;
+    let sumSquares = 0;
+    // the sample counter and the window's energy stay in locals, written back before any call that reads them
+    let n = this.n;
+    let energy = this.energy;
     for (let i = 0; i < mulaw.length; i++) {
       const x = MULAW_DECODE_TABLE[mulaw[i]!]!;
-      const slot = this.n & (SPB - 1);
+      const slot = n & (SPB - 1);
       const old = ring[slot]!;
       ring[slot] = x;
-      this.energy += x * x - old * old;
-      const t = this.n;
-      this.n++;
-      if (this.mode === Mode.Search || this.mode === Mode.Align) {
+      const xx = x * x;
+      sumSquares += xx;
+      energy += xx - old * old;
+      const t = n;
+      n++;
+      const mode = this.mode;
+      if (mode === Mode.Search || mode === Mode.Align) {
+        this.n = n;
+        this.energy = energy;
         this.search(t);
       } else if (t === this.nextBit) {
+        this.n = n;
+        this.energy = energy;
         this.nextBit += SPB;
         this.receiveBit(t);
       }
     }
+    this.n = n;
+    this.energy = energy;
+    return sumSquares;
   }
 
   /**
@@ -277,7 +298,10 @@ export class FskReceiver {
    * callers' pauses and the time they listen are this silence: most of a call's audio.
    */
   private skipSilence(samples: number): void {
-    this.ring.fill(0);
+    if (!this.ringZero) {
+      this.ring.fill(0);
+      this.ringZero = true;
+    }
     this.energy = 0;
     this.n += samples;
     for (let p = 0; p < SPB; p++) {

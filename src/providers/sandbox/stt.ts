@@ -12,7 +12,7 @@
  * has come in for `endpointing` ms.
  */
 import type { SttConfig } from '../../../engine/schema.js';
-import { SilenceDetector } from '../../audio/silence.js';
+import { SilenceDetector, type SilenceState } from '../../audio/silence.js';
 import { ProviderError, type SttEvents, type SttProvider, type SttSession, type Transcript } from '../types.js';
 import { FskReceiver, MODEM, completeUtf8Length } from './modem.js';
 
@@ -91,9 +91,8 @@ export class SandboxSttSession implements SttSession {
   sendAudio(mulaw: Buffer): void {
     if (this.closed || mulaw.length === 0) return;
     if (this.meterFill === 0 && mulaw.length === FRAME_BYTES) {
-      // the usual case, one whole frame: metered as it is, not copied
-      this.receiver.push(mulaw);
-      this.meter(mulaw);
+      // the usual case, one whole frame: metered as it is, by the squares the receiver summed
+      this.metered(this.detector.pushSumOfSquares(FRAME_BYTES, this.receiver.push(mulaw)));
       return;
     }
     let off = 0;
@@ -131,7 +130,10 @@ export class SandboxSttSession implements SttSession {
   }
 
   private meter(frame: Buffer): void {
-    const state = this.detector.push(frame);
+    this.metered(this.detector.push(frame));
+  }
+
+  private metered(state: SilenceState): void {
     this.noCarrierMs = this.receiver.receiving ? 0 : this.noCarrierMs + (FRAME_BYTES * 1000) / MODEM.sampleRate;
     if (state.started) this.deliver(() => this.events.onSpeechStarted?.());
     if (state.ended) this.emitPending(true);

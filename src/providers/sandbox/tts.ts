@@ -3,8 +3,11 @@
  * becomes one modem frame (./modem.ts) of μ-law 8 kHz audio that carries the text, followed by
  * 160 ms of silence. Offline and deterministic; it sounds like a fax machine, not a voice.
  *
- * Audio goes out asynchronously in whole 20 ms (160-byte) chunks, as fast as the event loop
- * allows (the call layer paces playback), and `cancel()` stops it at once.
+ * Audio goes out asynchronously, as fast as the event loop allows (the call layer paces playback),
+ * in chunks of whole 20 ms (160-byte) frames: at most one second (50 frames) a chunk and one chunk
+ * an event-loop turn, never across two sentences; `cancel()` stops it at once. A vendor's TTS
+ * sends its audio in pieces of that order too; 20 ms chunks would make fifty small buffers a second
+ * of reply that the call holds until they are played (docs/benchmarks.md, "Young survivors").
  */
 import { MULAW_SILENCE } from '../../audio/mulaw.js';
 import { ProviderError, type TtsEvents, type TtsProvider, type TtsSession } from '../types.js';
@@ -12,8 +15,8 @@ import { MODEM, frameSamples, modulateText, splitPayloads } from './modem.js';
 
 const PROVIDER = 'sandbox';
 const CHUNK_BYTES = 160;
-/** Chunks handed out per event-loop turn (1 s of audio), so a long reply does not hog the loop. */
-const CHUNKS_PER_TURN = 50;
+/** The most audio one chunk carries (1 s), one chunk an event-loop turn: a long reply does not hog the loop. */
+export const SANDBOX_TTS_MAX_CHUNK_BYTES = 50 * CHUNK_BYTES;
 const utf8 = new TextEncoder();
 
 /** Text → the sandbox's μ-law audio, padded with silence to whole 160-byte chunks. */
@@ -91,11 +94,10 @@ class SandboxTtsSession implements TtsSession {
 
   private readonly pump = () => {
     this.timer = null;
-    for (let n = 0; n < CHUNKS_PER_TURN && !this.finished; n++) {
-      const head = this.audio[0];
-      if (!head) break;
-      const chunk = head.subarray(this.offset, this.offset + CHUNK_BYTES);
-      this.offset += CHUNK_BYTES;
+    const head = this.audio[0];
+    if (head) {
+      const chunk = head.subarray(this.offset, this.offset + SANDBOX_TTS_MAX_CHUNK_BYTES);
+      this.offset += SANDBOX_TTS_MAX_CHUNK_BYTES;
       if (this.offset >= head.length) {
         this.audio.shift();
         this.offset = 0;
