@@ -25,6 +25,8 @@
  * Options: --calls N (100)  --duration S (30)  --ramp S (calls dialled over S seconds, default N/25,
  * at least 2)  --sweep [list]  --llm-ms MS, --tts-ms MS (added provider latency, default 0)
  * --baseline-duration S (the baseline's window, default min(S, 10))  --no-baseline
+ * --repeat K: K steps at the same N, each the baseline then the service, back to back; the capacity
+ * line gives each pair's ratio and the median (the machine's speed moves from run to run)
  * --json FILE (results as JSON)  --chart FILE (SVG of latency and CPU against concurrent calls)
  * --profile FILE (a V8 CPU profile of the server over the last step's window, for Chrome DevTools)
  * --heap-profile FILE (a V8 sampling heap profile of the same window, freed objects included: where
@@ -72,7 +74,7 @@ import { createRuntime } from '../../src/runtime.js';
 import { createProviders, providerSettings } from '../../src/providers/index.js';
 import { createDeepgramStt } from '../../src/providers/stt/deepgram.js';
 import type { Providers } from '../../src/providers/types.js';
-import { TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
+import { percentiles, TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
 import { WebCaller } from '../../src/sim/web-caller.js';
 import { SipCaller } from '../../src/sim/sip-caller.js';
@@ -111,6 +113,8 @@ interface Options {
   background: string | null;
   /** Every call is recorded (`--record`: the assistant asks for recording consent). */
   record: boolean;
+  /** `--repeat K`: K steps at the same N, each its baseline then the service; medians reported. */
+  repeat: number;
   /** Caller processes the calls are split between (`--generators K`): one holds about 500 calls. */
   generators: number;
   /** `sandbox` (in process) or `vendors`: the real adapters against wire fakes in another process. */
@@ -122,7 +126,7 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, heapProfile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, heapProfile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null, repeat: 1 };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -157,6 +161,7 @@ function parseOptions(argv: string[]): Options {
       case '--heap-profile': o.heapProfile = value(); break;
       case '--replot': o.replot = value(); break;
       case '--baseline-duration': o.baselineDurationS = num(); break;
+      case '--repeat': o.repeat = Math.max(1, Math.floor(num())); break;
       case '--sweep': {
         const next = inline ?? argv[i + 1];
         if (next && /^\d+(,\d+)*$/.test(next)) {
@@ -174,6 +179,7 @@ function parseOptions(argv: string[]): Options {
   if (o.sttMs > 0 && o.providers !== 'vendors') throw new Error('--stt-ms needs --providers vendors');
   if (o.sttChunkMs !== null && o.providers !== 'vendors') throw new Error('--stt-chunk-ms needs --providers vendors');
   if (o.sip && o.web) throw new Error('--sip and --web: one kind of call at a time');
+  if (o.repeat > 1 && o.sweep) throw new Error('--repeat and --sweep: one or the other');
   return o;
 }
 
@@ -578,7 +584,7 @@ const gc = (() => {
 })();
 
 async function serverMain(o: Options): Promise<void> {
-  const steps = o.sweep ?? [o.calls];
+  const steps = o.sweep ?? Array.from({ length: o.repeat }, () => o.calls);
   const logLevel = process.env.LOG_LEVEL ?? 'silent';
   const dbName = process.env.DATABASE_URL ? `sb_bench_${Date.now().toString(36)}` : null;
   let dbUrl: string | undefined;
@@ -738,10 +744,15 @@ async function serverMain(o: Options): Promise<void> {
   }
   const capacity = capacityRatio(results);
   if (capacity) {
+    const each = capacity.pairs.length > 1;
     process.stdout.write(
-      `\ncapacity against the bare baseline (CPU per call in the measurement window, ${capacity.at} calls): ` +
+      `\ncapacity against the bare baseline (CPU per call in the measurement window, ${capacity.at} calls${each ? `, the median of ${capacity.pairs.length} pairs` : ''}): ` +
         `service ${capacity.serviceCallsPerCore.toFixed(0)} calls per core, baseline ${capacity.baselineCallsPerCore.toFixed(0)}: ` +
-        `${(capacity.ratio * 100).toFixed(0)}% of the baseline\n`,
+        `${(capacity.ratio * 100).toFixed(0)}% of the baseline\n` +
+        (each
+          ? `  pairs (service ÷ baseline, each pair measured one after the other): ${capacity.pairs.map((x) => `${(x.ratio * 100).toFixed(0)}%`).join(', ')}; ` +
+            `service event-loop lag p99: ${capacity.pairs.map((x) => `${x.eventLoopP99Ms.toFixed(2)}`).join(', ')} ms (median ${capacity.eventLoopP99Ms.toFixed(2)} ms)\n`
+          : ''),
     );
   }
   if (o.json) writeFileSync(o.json, `${JSON.stringify({ machine, options: o, capacity, results }, null, 2)}\n`);
@@ -768,14 +779,35 @@ async function serverMain(o: Options): Promise<void> {
 /**
  * Calls one core holds = 100% ÷ CPU% per call (the window's CPU over its live calls), for the
  * service and for the baseline at the largest N the service passed (else the largest measured).
+ * With several steps at that N (`--repeat`), each pair's ratio and the medians: the machine's own
+ * speed moves run to run (docs/benchmarks.md), and a pair measured back to back shares it.
  */
-function capacityRatio(results: StepResult[]): { at: number; serviceCallsPerCore: number; baselineCallsPerCore: number; ratio: number } | null {
+function capacityRatio(results: StepResult[]): {
+  at: number;
+  serviceCallsPerCore: number;
+  baselineCallsPerCore: number;
+  ratio: number;
+  eventLoopP99Ms: number;
+  pairs: { ratio: number; eventLoopP99Ms: number }[];
+} | null {
   const withBaseline = results.filter((r) => r.baseline && r.cpuPercentPerCall > 0 && r.baseline.cpuPercentPerCall > 0);
   const r = withBaseline.filter((x) => x.pass).at(-1) ?? withBaseline.at(-1);
   if (!r?.baseline) return null;
-  const serviceCallsPerCore = 100 / r.cpuPercentPerCall;
-  const baselineCallsPerCore = 100 / r.baseline.cpuPercentPerCall;
-  return { at: r.calls, serviceCallsPerCore, baselineCallsPerCore, ratio: serviceCallsPerCore / baselineCallsPerCore };
+  const same = withBaseline.filter((x) => x.calls === r.calls);
+  const pairs = same.map((x) => ({ ratio: x.baseline!.cpuPercentPerCall / x.cpuPercentPerCall, eventLoopP99Ms: x.eventLoopP99Ms }));
+  return {
+    at: r.calls,
+    serviceCallsPerCore: median(same.map((x) => 100 / x.cpuPercentPerCall)),
+    baselineCallsPerCore: median(same.map((x) => 100 / x.baseline!.cpuPercentPerCall)),
+    ratio: median(pairs.map((x) => x.ratio)),
+    eventLoopP99Ms: median(pairs.map((x) => x.eventLoopP99Ms)),
+    pairs,
+  };
+}
+
+/** The median, as the latency figures take it: nearest rank (of an even count, the lower middle). */
+function median(values: number[]): number {
+  return percentiles(values).p50;
 }
 
 function chart(results: StepResult[], machine: string, o: Options): string {

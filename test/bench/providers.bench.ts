@@ -129,18 +129,19 @@ const SENTENCES = [
 // ---- sandbox TTS -----------------------------------------------------------------------------
 {
   const tts = createSandboxTts();
-  await measure('sandbox TTS synthesis (text in, 160-byte chunks out)', async () => {
-    let chunks = 0;
+  // counted in 20 ms frames of audio out (the sandbox hands them out in chunks of up to 50)
+  await measure('sandbox TTS synthesis (text in, audio out, per 160-byte frame)', async () => {
+    let frames = 0;
     let done!: () => void;
     const finished = new Promise<void>((r) => (done = r));
-    const session = await tts.open({ provider: 'sandbox', voice_id: 'sandbox' }, { onAudio: () => void chunks++, onDone: () => done(), onError: (e) => console.error(e) });
+    const session = await tts.open({ provider: 'sandbox', voice_id: 'sandbox' }, { onAudio: (a) => void (frames += a.length / 160), onDone: () => done(), onError: (e) => console.error(e) });
     for (const s of SENTENCES) {
       session.sendText(s);
       session.flush();
     }
     session.end();
     await finished;
-    return chunks;
+    return frames;
   });
 }
 
