@@ -48,9 +48,14 @@ export interface FakeResponse {
   fail?: { type: string; code: string };
 }
 
-/** Caller speech, detected once the client has appended `afterAudioBytes` bytes in total. */
+/**
+ * Caller speech, detected once the client has appended `afterAudioBytes` bytes in total, or, with
+ * `afterResponses`, that many bytes after the client's `afterResponses`-th accepted `response.create`.
+ */
 export interface FakeTurn {
   afterAudioBytes: number;
+  /** Count `afterAudioBytes` from the client's n-th accepted `response.create` (a turn placed after a reply, whatever the call's start-up took). */
+  afterResponses?: number;
   /** `speech_stopped` (+ commit, + response when `create_response`) right after; default true. */
   speechStops?: boolean;
   /** Sent as `conversation.item.input_audio_transcription.completed` when transcription is on. */
@@ -110,6 +115,8 @@ export interface FakeConnection {
   /** The effective session (what `session.updated` echoes). */
   session: Record<string, unknown>;
   audioBytes: number;
+  /** Scripted caller turns detected so far. */
+  turns: number;
   closed: boolean;
   closeCode?: number;
   /** Resolves when the socket is gone (either side). */
@@ -319,6 +326,8 @@ export async function startFakeOpenAiRealtime(
     let resolveClosed!: () => void;
     const whenClosed = new Promise<void>((r) => (resolveClosed = r));
     let turnIndex = 0;
+    let turnCountsFrom: number | null = null; // audio bytes the current turn's afterAudioBytes counts from
+    let responsesCreated = 0;
     let audioDeltas = 0;
     let sessionUpdates = 0;
     let active: ActiveResponse | null = null;
@@ -345,6 +354,7 @@ export async function startFakeOpenAiRealtime(
       events,
       session: defaultSession(model),
       audioBytes: 0,
+      turns: 0,
       closed: false,
       whenClosed,
       send,
@@ -439,8 +449,12 @@ export async function startFakeOpenAiRealtime(
           if (audio.length === 0) return invalid("Invalid 'audio'. Expected a non-empty base64-encoded audio buffer.");
           conn.audioBytes += audio.length;
           const turn = script.turns?.[turnIndex];
-          if (turn && conn.audioBytes >= turn.afterAudioBytes) {
+          if (turn && turnCountsFrom === null && responsesCreated >= (turn.afterResponses ?? 0)) {
+            turnCountsFrom = turn.afterResponses === undefined ? 0 : conn.audioBytes - audio.length;
+          }
+          if (turn && turnCountsFrom !== null && conn.audioBytes - turnCountsFrom >= turn.afterAudioBytes) {
             turnIndex += 1;
+            turnCountsFrom = null;
             speech(turn);
           }
           return;
@@ -453,6 +467,7 @@ export async function startFakeOpenAiRealtime(
               'conversation_already_has_active_response',
             );
           }
+          responsesCreated += 1;
           startResponse(responses.shift() ?? {});
           return;
         }
@@ -508,6 +523,7 @@ export async function startFakeOpenAiRealtime(
     }
 
     function speech(turn: FakeTurn) {
+      conn.turns += 1;
       const userItem = `item_${randomId()}`;
       const ms = Math.floor(conn.audioBytes / 8);
       send({ type: 'input_audio_buffer.speech_started', audio_start_ms: ms, item_id: userItem });

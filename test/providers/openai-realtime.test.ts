@@ -289,6 +289,24 @@ describe('OpenAI Realtime adapter against the fake', () => {
     expect(rec.errors).toEqual([]);
   });
 
+  it('the fake places a turn after a reply: afterAudioBytes counts from the n-th response.create', async () => {
+    const { fake: f, rec, session: s, conn } = await connect({
+      turns: [{ afterResponses: 1, afterAudioBytes: 320, userTranscript: 'Hello?' }],
+      responses: [{ audio: tone(160), transcript: 'Hi.' }],
+    });
+    for (let i = 0; i < 5; i++) s.sendAudio(tone(160)); // 800 bytes before any reply: no turn
+    await f.waitForEvent('input_audio_buffer.append', 5);
+    expect(conn.turns).toBe(0);
+    s.createResponse();
+    await rec.until(() => rec.counts.responseDone === 1, 'response.done');
+    s.sendAudio(tone(160));
+    await f.waitForEvent('input_audio_buffer.append', 6);
+    expect(conn.turns).toBe(0);
+    s.sendAudio(tone(160)); // 320 bytes after the reply was asked for
+    await rec.until(() => rec.counts.speechStarted === 1, 'speech_started');
+    expect(conn.turns).toBe(1);
+  });
+
   it('barge-in: speech_started reaches the pipeline; cancel + truncate carry the item and what was heard', async () => {
     const logger = { debug: vi.fn(), warn: vi.fn() };
     const { fake: f, rec, session: s } = await connect(
