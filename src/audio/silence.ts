@@ -29,7 +29,6 @@ export interface SilenceState {
 
 /** RMS level of μ-law audio in dBFS (−Infinity when every sample is zero or the buffer is empty). */
 export function mulawLevelDb(mulaw: Uint8Array): number {
-  if (mulaw.length === 0) return Number.NEGATIVE_INFINITY;
   let sum = 0;
   for (let i = 0; i < mulaw.length; i++) {
     const s = MULAW_DECODE_TABLE[mulaw[i]!]!;
@@ -38,8 +37,9 @@ export function mulawLevelDb(mulaw: Uint8Array): number {
   return levelDb(sum, mulaw.length);
 }
 
-/** RMS level in dBFS of `samples` samples (16-bit scale) whose squares sum to `sumSquares`. */
+/** RMS level in dBFS of `samples` samples (16-bit scale) whose squares sum to `sumSquares`; −Infinity for none. */
 function levelDb(sumSquares: number, samples: number): number {
+  if (samples === 0) return Number.NEGATIVE_INFINITY;
   return 10 * Math.log10(sumSquares / samples / (32768 * 32768));
 }
 
@@ -66,7 +66,7 @@ export class SilenceDetector {
    * demodulator that decoded them already has it: the same as `push` on those samples.
    */
   pushSumOfSquares(samples: number, sumSquares: number): SilenceState {
-    return this.pushLevel(samples, samples === 0 ? Number.NEGATIVE_INFINITY : levelDb(sumSquares, samples));
+    return this.pushLevel(samples, levelDb(sumSquares, samples));
   }
 
   private pushLevel(samples: number, levelDb: number): SilenceState {

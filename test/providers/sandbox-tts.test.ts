@@ -65,7 +65,7 @@ describe('sandbox TTS', () => {
     const text = 'A long sentence that the sandbox voice takes more than two seconds to say, '.repeat(3).trim();
     tts.sendText(text);
     tts.end();
-    await new Promise((r) => setImmediate(r));
+    await tick();
     expect(chunks).toHaveLength(1); // the first turn hands out one chunk, not the whole reply
     await finished;
     expect(sandboxSpeechBytes(text)).toBeGreaterThan(2 * SANDBOX_TTS_MAX_CHUNK_BYTES);
