@@ -3,7 +3,7 @@
  * Validation (workflows and assistants), call-start checks and `GET /catalog` all read it.
  * Every provider listed here must have a working adapter in `src/providers/`.
  */
-import { quote } from './paths.js';
+import { own, quote } from './paths.js';
 
 export type ProviderKind = 'llm' | 'realtime' | 'stt' | 'tts';
 
@@ -225,7 +225,7 @@ export function catalogProblems(
   }
   if (kind === 'stt' && typeof b.language === 'string' && provider.languages) {
     const effectiveModel = model ?? provider.default_model ?? '';
-    const languages = provider.languages[effectiveModel];
+    const languages = own(provider.languages, effectiveModel);
     if (languages && !languages.includes(b.language)) {
       problems.push(
         `${path}.language: unknown language ${quote(b.language)} for ${provider.id} model ${quote(effectiveModel)}`,

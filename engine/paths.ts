@@ -57,6 +57,11 @@ function nameOf(list: 'nodes' | 'edges', array: unknown, element: unknown): stri
   }
 }
 
+/** An own property only: never `constructor`, `__proto__` or anything else from a prototype. */
+export function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
 /** A well-formed node id as it is; anything else quoted. */
 function showId(id: string): string {
   return NODE_ID_PATTERN.test(id) ? id : quote(id);

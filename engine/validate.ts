@@ -9,7 +9,7 @@
  */
 import type { z } from 'zod';
 import { catalogProblems, defaultCatalog, type Catalog, type ConfigBlockKind } from './catalog.js';
-import { formatPath, quote, type Path } from './paths.js';
+import { formatPath, own, quote, type Path } from './paths.js';
 import {
   ConversationNode,
   EndNode,
@@ -648,11 +648,6 @@ function asRecord(value: unknown): Record<string, unknown> | undefined {
 
 function asArray(value: unknown): readonly unknown[] | undefined {
   return Array.isArray(value) ? value : undefined;
-}
-
-/** An own property only: never `constructor`, `__proto__` or anything else from a prototype. */
-function own(record: Record<string, unknown>, key: string): unknown {
-  return Object.hasOwn(record, key) ? record[key] : undefined;
 }
 
 function isBlank(value: unknown): boolean {

@@ -87,6 +87,12 @@ describe('assistants API', () => {
     expect(unknown.json().details[0]).toMatch(/^tts_config\.provider: unknown tts provider "acme"/);
   });
 
+  it('an STT model named like a prototype property, with a language: 400 naming the model, not a 500 (found by the API fuzzer)', async () => {
+    const res = await create({ ...pipelineAssistant, stt_config: { provider: 'deepgram', model: 'constructor', language: 'en' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().details).toEqual([expect.stringMatching(/^stt_config\.model: unknown model "constructor" for provider "deepgram"/)]);
+  });
+
   it('type errors and unknown fields are named with their path', async () => {
     const res = await create({
       ...pipelineAssistant,

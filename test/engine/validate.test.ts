@@ -283,6 +283,10 @@ describe('validateDefinition: one rule at a time', () => {
     rejects(withBlock('llm_config', { provider: 'openai', model: 'gpt-3' }), 'nodes[1] (b).llm_config.model', 'unknown model "gpt-3"');
     rejects(withBlock('llm_config', { provider: 'custom-llm' }), 'nodes[1] (b).llm_config.url', 'required for provider "custom-llm"');
     rejects(withBlock('stt_config', { provider: 'deepgram', language: 'xx' }), 'nodes[1] (b).stt_config.language', 'unknown language "xx"');
+    // a model named like a prototype property has no language list: refused as an unknown model, never a crash
+    for (const model of ['constructor', 'toString', '__proto__']) {
+      rejects(withBlock('stt_config', { provider: 'deepgram', model, language: 'en' }), 'nodes[1] (b).stt_config.model', `unknown model "${model}"`);
+    }
     rejects(withBlock('tts_config', { provider: 'openai', voice_id: 'rachel' }), 'nodes[1] (b).tts_config.voice_id', 'unknown voice "rachel"');
     rejects(withBlock('tts_config', 'openai'), 'nodes[1] (b).tts_config', 'must be an object');
     accepts(withBlock('tts_config', { provider: 'elevenlabs', voice_id: 'any-voice-id' }));
