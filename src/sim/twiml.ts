@@ -18,13 +18,14 @@ export class TwimlError extends Error {
   readonly code = 'TWIML_INVALID';
 }
 
-const ENTITIES: Record<string, string> = { lt: '<', gt: '>', amp: '&', apos: "'", quot: '"' };
+/** A Map, so that `&constructor;` stays as written, as any other unknown entity. */
+const ENTITIES = new Map(Object.entries({ lt: '<', gt: '>', amp: '&', apos: "'", quot: '"' }));
 
 const decode = (s: string) =>
   s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[a-z]+);/g, (whole, name: string) => {
     if (name.startsWith('#x')) return String.fromCodePoint(parseInt(name.slice(2), 16));
     if (name.startsWith('#')) return String.fromCodePoint(parseInt(name.slice(1), 10));
-    return ENTITIES[name] ?? whole;
+    return ENTITIES.get(name) ?? whole;
   });
 
 /** The `<Response>` element of a TwiML document; throws `TwimlError` when there is none. */

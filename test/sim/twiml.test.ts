@@ -34,6 +34,11 @@ describe('the stand-in\'s TwiML reader', () => {
     expect(response.children[2]!.children[0]!.text).toBe('+14155550123');
   });
 
+  it('leaves an entity it does not know as written, whatever its name', () => {
+    const response = parseTwiml('<Response><Say>&constructor; &toString; &nbsp; &lt;</Say></Response>');
+    expect(response.children[0]!.text).toBe('&constructor; &toString; &nbsp; <');
+  });
+
   it('refuses what is not TwiML', () => {
     expect(() => parseTwiml('hello')).toThrow(TwimlError);
     expect(() => parseTwiml('<Response><Say>hi</Response>')).toThrow('</Response> closes <Say>');

@@ -66,6 +66,20 @@ describe('SIP messages', () => {
     expect(m.headers.get('cseq')).toEqual(['2 BYE']);
   });
 
+  it('a header named like a prototype property is a header like any other: read by its name, written back', () => {
+    const text = INVITE.replace('Max-Forwards: 70', 'Max-Forwards: 70\r\nconstructor: x\r\n__proto__: y\r\ntoString: z');
+    const parsed = parseMessage(Buffer.from(text));
+    expect(parsed.ok).toBe(true);
+    const m = (parsed as { message: SipRequest }).message;
+    expect([...m.headers.keys()].every((k) => typeof k === 'string')).toBe(true);
+    expect(m.headers.get('constructor')).toEqual(['x']);
+    expect(m.headers.get('__proto__')).toEqual(['y']);
+    expect(m.headers.get('tostring')).toEqual(['z']);
+    const written = serialize(m).toString('latin1');
+    expect(written).toContain('\r\nConstructor: x\r\n');
+    expect(written).toContain('\r\n__proto__: y\r\n');
+  });
+
   it('writes what it read, and a response copies the dialog headers', () => {
     const m = (parseMessage(Buffer.from(INVITE)) as { message: SipRequest }).message;
     const again = parseMessage(serialize(m));

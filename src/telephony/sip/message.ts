@@ -32,20 +32,21 @@ export type Parsed = { ok: true; message: SipMessage } | { ok: false; reason: st
 export const MAX_MESSAGE_BYTES = 16 * 1024;
 const MAX_HEADERS = 100;
 
-const COMPACT: Record<string, string> = {
+/** Compact header names, RFC 3261 §7.3.3. Maps, not object literals: a header named `constructor` or `__proto__` is a header like any other. */
+const COMPACT = new Map(Object.entries({
   i: 'call-id', m: 'contact', e: 'content-encoding', l: 'content-length', c: 'content-type',
   f: 'from', s: 'subject', k: 'supported', t: 'to', v: 'via', r: 'refer-to', b: 'referred-by',
   o: 'event', u: 'allow-events', x: 'session-expires',
-};
+}));
 
 /** Headers whose value is a comma-separated list (split into entries), RFC 3261 §7.3.1. */
 const LIST_HEADERS = new Set(['via', 'contact', 'route', 'record-route', 'allow', 'supported', 'require', 'accept']);
 
 /** How headers are written (the usual capitalization; unknown ones by their words). */
-const CANONICAL: Record<string, string> = {
+const CANONICAL = new Map(Object.entries({
   'call-id': 'Call-ID', cseq: 'CSeq', 'www-authenticate': 'WWW-Authenticate', 'content-length': 'Content-Length',
   'max-forwards': 'Max-Forwards', 'refer-to': 'Refer-To', 'referred-by': 'Referred-By',
-};
+}));
 
 const TOKEN = /^[A-Za-z0-9\-.!%*_+`'~]+$/;
 
@@ -97,7 +98,7 @@ export function parseMessage(buf: Buffer): Parsed {
     if (colon <= 0) return { ok: false, reason: `header line ${i} has no name` };
     let name = line.slice(0, colon).trim().toLowerCase();
     if (!TOKEN.test(name)) return { ok: false, reason: `header line ${i}: bad name` };
-    name = COMPACT[name] ?? name;
+    name = COMPACT.get(name) ?? name;
     const value = line.slice(colon + 1).trim();
     const values = LIST_HEADERS.has(name) && value !== '*' ? splitList(value) : [value];
     const have = headers.get(name);
@@ -129,7 +130,7 @@ export function serialize(m: SipMessage): Buffer {
   const lines: string[] = [m.kind === 'request' ? `${m.method} ${m.uri} SIP/2.0` : `SIP/2.0 ${m.status} ${m.reason}`];
   for (const [name, values] of m.headers) {
     if (name === 'content-length' || values.length === 0) continue;
-    const written = CANONICAL[name] ?? name.replace(/(^|-)([a-z])/g, (_s, dash: string, c: string) => dash + c.toUpperCase());
+    const written = CANONICAL.get(name) ?? name.replace(/(^|-)([a-z])/g, (_s, dash: string, c: string) => dash + c.toUpperCase());
     if (LIST_HEADERS.has(name) && name !== 'via') lines.push(`${written}: ${values.join(', ')}`);
     else for (const v of values) lines.push(`${written}: ${v}`);
   }
