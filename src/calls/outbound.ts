@@ -96,8 +96,6 @@ export class OutboundPacer {
   private backlogged = false;
   /** Audio frames in `queue`. */
   private audioFrames = 0;
-  /** Real time at which the last frame of speech sent ends (the background does not count). */
-  private speechEnd = 0;
   /** Plays under speech and alone between it, from `setBackground` until `close`. */
   private background: PacerBackground | null = null;
   private closed = false;
@@ -156,11 +154,6 @@ export class OutboundPacer {
   /** Audio (ms) queued here and not yet sent. */
   queuedMs(): number {
     return this.audioFrames * FRAME_MS + (this.partial.length / FRAME_BYTES) * FRAME_MS;
-  }
-
-  /** True while speech is queued here or still playing at the far end (the background is not speech). */
-  isSpeaking(): boolean {
-    return this.queue.length > 0 || this.partial.length > 0 || this.clock.now() < this.speechEnd;
   }
 
   /**
@@ -261,7 +254,6 @@ export class OutboundPacer {
         this.sink.sendFrame(background ? background.mix(frame) : frame, true);
         this.stats.framesSent++;
         this.playhead += FRAME_MS;
-        this.speechEnd = this.playhead;
         continue;
       }
       // nothing of speech may go now: the background alone fills the gap, a little ahead

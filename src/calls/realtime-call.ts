@@ -672,8 +672,13 @@ export class RealtimeCall extends BaseCall {
   // ------------------------------------------------------------------------------------------
   // silence and end (the rest as in LiveCall: BaseCall)
 
+  /**
+   * A response is pending, running or still to be heard (its marks have not all come back), or a
+   * tool runs. Not the pacer's clock, as in the pipeline's speaker: the far end may play ahead of
+   * it, and a last mark that came back before the clock's end of the audio left silence unarmed.
+   */
   private busy(): boolean {
-    return this.spoken.length > 0 || this.current !== null || this.toolsInFlight > 0 || this.pacer.isSpeaking();
+    return this.spoken.length > 0 || this.current !== null || this.toolsInFlight > 0;
   }
 
   /** Silence counts when nothing of ours is pending or playing and the caller is not speaking. */
