@@ -68,6 +68,22 @@ describe.each(kinds)('autonomous silence handling with messages ($kind call)', (
   });
 });
 
+describe.each(kinds)('silence counts from the far end\'s marks ($kind call)', ({ kind }) => {
+  it('a far end that plays ahead of the pacer\'s clock (each mark answered 40 ms early) still gets every check (a realtime call once got none)', async () => {
+    const h = callHarness({
+      kind,
+      transport: { markLatencyMs: -40 },
+      assistant: assistant({ kind }, { speech_config: { silence: { ...modelCheckIns(2), messages: ['Still there?', 'Hello?'] } } }),
+    });
+    await h.start();
+    const report = await h.untilEnded(30_000);
+    // (the closing line's last 40 ms are not heard: the call hangs up on its early mark)
+    expect(h.heard().slice(0, 3)).toEqual(['Hi.', 'Still there?', 'Hello?']);
+    expect(h.transport.frames.some((f) => h.voice.decode(f.frame)?.text === 'I will hang up now, goodbye.')).toBe(true);
+    expect(report.ended_reason).toBe('silence-timed-out');
+  });
+});
+
 describe.each(kinds)('autonomous silence handling without messages ($kind call)', ({ kind }) => {
   it('the model writes each check-in, offered no function, and it is recorded like a reply', async () => {
     const h = callHarness({ kind, assistant: assistant({ kind }, { speech_config: { silence: modelCheckIns(2) } }) });
