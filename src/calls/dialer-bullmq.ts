@@ -6,11 +6,15 @@
  * moves itself to BullMQ's delayed set (`DelayedError`) and is never active while it waits, so a
  * full or slow organization holds no worker from another one. The decisions are Lua scripts, on
  * Redis's clock (`TIME`), so that processes with skewed clocks still agree:
+ * - ENQUEUE: puts the calls in their organization's line, by their place in the queue (a shared
+ *   counter), before their jobs are added.
  * - ACQUIRE: refuses a call that is done, removed or being dialled by another worker; else takes a
- *   slot (the org's slot set below max and its next allowed dial reached: add the call id, move the
- *   next dial 1/cps later) and claims the call for this worker and counts the attempt; else books
- *   the call a time to look again, after the org's other waiting calls, so they take turns (about
- *   one wake-up per dial rather than every waiting call at every dial).
+ *   slot (the org's slot set below max, its next allowed dial reached, and no call ahead in the
+ *   line still coming: add the call id, move the next dial 1/cps later), claims the call for this
+ *   worker, counts the attempt and names the next in line to move up; else books the call a time
+ *   to look again, after the org's other waiting calls, so they take turns (about one wake-up per
+ *   dial rather than every waiting call at every dial).
+ * - RELEASE: frees a slot and brings the first in line forward.
  * - FINISH, RETRY, REMOVE, RECLAIM: the same keys, each in one step.
  * BullMQ's job lock keeps a job with one worker; a dead process's jobs are handed to another by
  * BullMQ's stalled check. Its claim (`dialling:<token>`, `dialClaimMs`) makes a worker that lost
@@ -41,10 +45,17 @@ export interface BullMqDialerOptions extends DialerOptions {
 const MARK_TTL_MS = 24 * 60 * 60_000;
 /** A waiting call that has not come back this long after its time gives up its turn. */
 const STALE_TURN_MS = 30_000;
+/**
+ * A call this late for its turn (its process frozen or dead, or no worker free) no longer holds
+ * back the calls queued after it; when it comes it still goes before them.
+ */
+const LATE_TURN_MS = 2_000;
 
-// KEYS: slots, next, waiting, state, attempts
-// ARGV: callId, max, intervalMs, fullRecheckMs, token, claimMs, markTtlMs, staleTurnMs
-// → {'taken', attempt, fresh(1|0), now} | {'full'|'rate'|'busy', waitMs, 0, now} | {'gone', 0, 0, now}
+// KEYS: slots, next, waiting, state, attempts, line
+// ARGV: callId, max, intervalMs, fullRecheckMs, token, claimMs, markTtlMs, staleTurnMs, seq, lateTurnMs
+// → {'taken', attempt, fresh(1|0), now, nextCallId, nextWaitMs} | {'full'|'rate'|'busy', waitMs, 0, now}
+//   | {'gone', 0, 0, now}; nextCallId (or '') is the call now first in line, its turn just brought
+//   forward to nextWaitMs from now: its job is to be moved up as well
 const ACQUIRE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -52,6 +63,7 @@ local callId = ARGV[1]
 local state = redis.call('GET', KEYS[4])
 if state == 'done' or state == 'removed' then
   redis.call('ZREM', KEYS[3], callId)
+  redis.call('ZREM', KEYS[6], callId)
   return {'gone', 0, 0, now}
 end
 if state then
@@ -59,54 +71,102 @@ if state then
 end
 local max = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
+local recheck = tonumber(ARGV[4])
+local staleTurn = tonumber(ARGV[8])
+local seq = ARGV[9]
+-- forget the turns of calls that never came back (removed jobs, dead processes)
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - staleTurn)) do
+  redis.call('ZREM', KEYS[3], m)
+  redis.call('ZREM', KEYS[6], m)
+end
+-- a call ahead in the line (queued earlier) that is still coming holds this one back; one more
+-- than lateTurnMs late for its turn (a frozen or dead process) no longer does
+local blocked = false
+local late = now - tonumber(ARGV[10])
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. seq, 'LIMIT', 0, 100)) do
+  local tm = redis.call('ZSCORE', KEYS[3], m)
+  if tm and tonumber(tm) >= late then
+    blocked = true
+    break
+  end
+end
 local held = redis.call('ZSCORE', KEYS[1], callId)
 local used = redis.call('ZCARD', KEYS[1])
 local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
-if held or (used < max and nxt <= now) then
+local fullPace = math.max(1, math.floor(recheck / math.max(max, 1)))
+redis.call('ZREM', KEYS[3], callId)
+if held or (used < max and nxt <= now and not blocked) then
   if not held then
     redis.call('ZADD', KEYS[1], now, callId)
     redis.call('SET', KEYS[2], now + interval, 'PX', interval + 60000)
+    used = used + 1
   end
-  redis.call('ZREM', KEYS[3], callId)
+  redis.call('ZREM', KEYS[6], callId)
   redis.call('SET', KEYS[4], 'dialling:' .. ARGV[5], 'PX', ARGV[6])
   local attempt = redis.call('INCR', KEYS[5])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
-  if held then return {'taken', attempt, 0, now} end
-  return {'taken', attempt, 1, now}
+  -- the next in line looks next: at the org's pace when full, else when the rate allows
+  local nextId, nextWait = '', 0
+  local head = redis.call('ZRANGE', KEYS[6], 0, 0)[1]
+  if head then
+    local th = tonumber(redis.call('ZSCORE', KEYS[3], head) or '0')
+    local wait = math.max(1, interval)
+    if used >= max then wait = fullPace end
+    if th > now + wait then
+      redis.call('ZADD', KEYS[3], now + wait, head)
+      nextId, nextWait = head, wait
+    end
+  end
+  if held then return {'taken', attempt, 0, now, nextId, nextWait} end
+  return {'taken', attempt, 1, now, nextId, nextWait}
 end
 local full = used >= max
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[8]))
-local turn = redis.call('ZSCORE', KEYS[3], callId)
-local due = turn and tonumber(turn) <= now
-local head = due and redis.call('ZRANGE', KEYS[3], 0, 0)[1] == callId
-redis.call('ZREM', KEYS[3], callId)
 local at, spacing
 if full then
-  local recheck = tonumber(ARGV[4])
-  at = now + recheck
-  spacing = math.max(1, math.floor(recheck / math.max(max, 1)))
+  spacing = fullPace
   -- the first in line keeps looking at the org's pace; the others take turns behind the last
-  if head then at = now + spacing end
+  -- (each is moved up when it comes first in line)
+  if blocked then at = now + recheck else at = now + spacing end
 else
+  spacing = math.max(1, interval)
   at = nxt
-  spacing = interval
 end
--- a call back on its turn goes first; others queue behind the last
-if not (due and (head or not full)) then
+if blocked then
   local last = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
   if last[2] and tonumber(last[2]) + spacing > at then at = tonumber(last[2]) + spacing end
+  if at < now + spacing then at = now + spacing end
 end
+if at <= now then at = now + 1 end
 redis.call('ZADD', KEYS[3], at, callId)
-local ttl = at - now + tonumber(ARGV[8])
+redis.call('ZADD', KEYS[6], seq, callId)
+local ttl = at - now + staleTurn
 if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+if redis.call('PTTL', KEYS[6]) < ttl then redis.call('PEXPIRE', KEYS[6], ttl) end
 if full then return {'full', at - now, 0, now} end
 return {'rate', at - now, 0, now}`;
 
-// KEYS: state, attempts, waiting, slots — ARGV: callId, markTtlMs, releaseSlot (1|0)
+// KEYS: line, waiting — ARGV: staleTurnMs, then callId, seq for each call queued (one org's)
+// Puts the calls in their organization's line at once, so that one looked at before an earlier
+// one (a worker's concurrent slots, a second process) waits for it.
+const ENQUEUE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 2, #ARGV, 2 do
+  if redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], ARGV[i]) == 1 then
+    redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i])
+  end
+end
+local ttl = tonumber(ARGV[1])
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1`;
+
+// KEYS: state, attempts, waiting, slots, line — ARGV: callId, markTtlMs, releaseSlot (1|0)
 const FINISH_SCRIPT = `
 redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
 redis.call('DEL', KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 if ARGV[3] == '1' then redis.call('ZREM', KEYS[4], ARGV[1]) end
 return 1`;
 
@@ -116,14 +176,28 @@ if redis.call('GET', KEYS[1]) == 'dialling:' .. ARGV[2] then redis.call('DEL', K
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1`;
 
-// KEYS: state, job hash, waiting, attempts — ARGV: callId, markTtlMs
+// KEYS: state, job hash, waiting, attempts, line — ARGV: callId, markTtlMs
 const REMOVE_SCRIPT = `
 if redis.call('GET', KEYS[1]) then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('SET', KEYS[1], 'removed', 'PX', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[4])
 return 1`;
+
+// KEYS: slots, line, waiting — ARGV: callId. Frees the slot; the call first in line, when its turn
+// is later than now, is brought forward to now and returned (its job is to be moved up), else ''
+const RELEASE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return '' end
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if not head then return '' end
+local th = tonumber(redis.call('ZSCORE', KEYS[3], head) or '0')
+if th <= now then return '' end
+redis.call('ZADD', KEYS[3], now, head)
+return head`;
 
 // KEYS: slots — ARGV: callId, takenAt: removes the slot only if it is the one that was looked at
 const RECLAIM_SCRIPT = `
@@ -131,7 +205,7 @@ local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
 return 0`;
 
-type AcquireReply = [status: 'taken' | 'full' | 'rate' | 'busy' | 'gone', value: number, fresh: number, now: number];
+type AcquireReply = [status: 'taken' | 'full' | 'rate' | 'busy' | 'gone', value: number, fresh: number, now: number, nextCallId?: string, nextWaitMs?: number];
 
 type DialerRedis = Redis & {
   sbAcquire(...args: (string | number)[]): Promise<AcquireReply>;
@@ -139,11 +213,18 @@ type DialerRedis = Redis & {
   sbRetry(...args: (string | number)[]): Promise<number>;
   sbRemove(...args: (string | number)[]): Promise<number>;
   sbReclaim(...args: (string | number)[]): Promise<number>;
+  sbEnqueue(...args: (string | number)[]): Promise<number>;
+  sbRelease(...args: (string | number)[]): Promise<string>;
 };
 
+/** A queued call as BullMQ keeps it: with its place in the queue (older jobs have none: first). */
+type QueuedJob = OutboundJob & { seq?: number };
+
+const callOf = ({ callId, organizationId, record }: QueuedJob): OutboundJob => ({ callId, organizationId, record });
+
 export class BullMqDialer implements Dialer {
-  private readonly queue: Queue<OutboundJob>;
-  private worker: Worker<OutboundJob> | null = null;
+  private readonly queue: Queue<QueuedJob>;
+  private worker: Worker<QueuedJob> | null = null;
   private readonly redis: DialerRedis;
   private readonly logger: Logger;
   private readonly queueName: string;
@@ -168,12 +249,14 @@ export class BullMqDialer implements Dialer {
     this.claimMs = options.dialClaimMs ?? 60_000;
     this.redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null }) as DialerRedis;
     this.redis.on('error', (err) => this.logger.warn({ err }, 'dialer: Redis error'));
-    this.redis.defineCommand('sbAcquire', { numberOfKeys: 5, lua: ACQUIRE_SCRIPT });
-    this.redis.defineCommand('sbFinish', { numberOfKeys: 4, lua: FINISH_SCRIPT });
+    this.redis.defineCommand('sbAcquire', { numberOfKeys: 6, lua: ACQUIRE_SCRIPT });
+    this.redis.defineCommand('sbFinish', { numberOfKeys: 5, lua: FINISH_SCRIPT });
     this.redis.defineCommand('sbRetry', { numberOfKeys: 2, lua: RETRY_SCRIPT });
-    this.redis.defineCommand('sbRemove', { numberOfKeys: 4, lua: REMOVE_SCRIPT });
+    this.redis.defineCommand('sbRemove', { numberOfKeys: 5, lua: REMOVE_SCRIPT });
+    this.redis.defineCommand('sbEnqueue', { numberOfKeys: 2, lua: ENQUEUE_SCRIPT });
+    this.redis.defineCommand('sbRelease', { numberOfKeys: 3, lua: RELEASE_SCRIPT });
     this.redis.defineCommand('sbReclaim', { numberOfKeys: 1, lua: RECLAIM_SCRIPT });
-    this.queue = new Queue<OutboundJob>(this.queueName, {
+    this.queue = new Queue<QueuedJob>(this.queueName, {
       connection: { url: options.redisUrl, maxRetriesPerRequest: null },
       prefix: this.prefix,
       defaultJobOptions: {
@@ -191,6 +274,7 @@ export class BullMqDialer implements Dialer {
   private slotsKey = (org: string) => `${this.base}:org:${org}:slots`;
   private nextKey = (org: string) => `${this.base}:org:${org}:next`;
   private waitingKey = (org: string) => `${this.base}:org:${org}:waiting`;
+  private lineKey = (org: string) => `${this.base}:org:${org}:line`;
   private stateKey = (callId: string) => `${this.base}:call:${callId}:state`;
   private attemptsKey = (callId: string) => `${this.base}:call:${callId}:attempts`;
   private jobKey = (callId: string) => `${this.prefix}:${this.queueName}:${callId}`;
@@ -198,15 +282,29 @@ export class BullMqDialer implements Dialer {
   async enqueue(jobs: OutboundJob[]): Promise<void> {
     if (this.closed) throw new Error('the dialer is closed');
     if (jobs.length === 0) return;
+    // each call's place in the queue, shared by every process
+    const last = await this.redis.incrby(`${this.base}:seq`, jobs.length);
+    const queued = jobs.map((job, i): QueuedJob => ({ ...callOf(job), seq: last - jobs.length + 1 + i }));
+    const byOrg = new Map<string, QueuedJob[]>();
+    for (const job of queued) {
+      const calls = byOrg.get(job.organizationId);
+      if (calls) calls.push(job);
+      else byOrg.set(job.organizationId, [job]);
+    }
+    // in line first: a job taken by a worker the moment it is added already waits its turn (a call
+    // queued again keeps its place; the line's entries of a failed add are forgotten with time)
+    for (const [org, calls] of byOrg) {
+      await this.redis.sbEnqueue(this.lineKey(org), this.waitingKey(org), STALE_TURN_MS, ...calls.flatMap((c) => [c.callId, c.seq!]));
+    }
     // a job id already in the queue is not added again
-    await this.queue.addBulk(jobs.map((data) => ({ name: 'dial', data, opts: { jobId: data.callId } })));
+    await this.queue.addBulk(queued.map((data) => ({ name: 'dial', data, opts: { jobId: data.callId } })));
   }
 
   async remove(callId: string): Promise<boolean> {
     const job = await this.queue.getJob(callId);
     if (!job) return false;
     const org = job.data.organizationId;
-    const removed = await this.redis.sbRemove(this.stateKey(callId), this.jobKey(callId), this.waitingKey(org), this.attemptsKey(callId), callId, MARK_TTL_MS);
+    const removed = await this.redis.sbRemove(this.stateKey(callId), this.jobKey(callId), this.waitingKey(org), this.attemptsKey(callId), this.lineKey(org), callId, MARK_TTL_MS);
     if (removed !== 1) return false;
     // an active job (between two looks at its slot) cannot be removed here; its next look sees 'removed'
     await this.queue.remove(callId).catch((err: unknown) => this.logger.debug({ err, callId }, 'dialer: removed call left to its worker'));
@@ -214,14 +312,31 @@ export class BullMqDialer implements Dialer {
   }
 
   async release(organizationId: string, callId: string): Promise<void> {
-    await this.redis.zrem(this.slotsKey(organizationId), callId);
+    const head = await this.redis.sbRelease(this.slotsKey(organizationId), this.lineKey(organizationId), this.waitingKey(organizationId), callId);
+    if (head) await this.moveUp(head, 0);
+  }
+
+  /**
+   * Brings a waiting call's next look forward to `ms` from now (it came first in line, or a slot
+   * was freed). A job that is not waiting in the delayed set (being looked at, or gone) is left as
+   * it is: it looks again soon by itself.
+   */
+  private async moveUp(callId: string, ms: number): Promise<void> {
+    try {
+      const job = await this.queue.getJob(callId);
+      if (!job) return;
+      if (ms <= 0) await job.promote();
+      else await job.changeDelay(ms);
+    } catch (err) {
+      this.logger.debug({ err, callId }, 'dialer: a waiting call was not moved up');
+    }
   }
 
   async start(hooks: DialerHooks): Promise<void> {
     if (this.closed) throw new Error('the dialer is closed');
     if (this.worker) return;
     this.hooks = hooks;
-    this.worker = new Worker<OutboundJob>(this.queueName, (job, token) => this.process(job, token), {
+    this.worker = new Worker<QueuedJob>(this.queueName, (job, token) => this.process(job, token), {
       connection: { url: this.options.redisUrl, maxRetriesPerRequest: null },
       prefix: this.prefix,
       concurrency: this.options.concurrency ?? 32,
@@ -268,17 +383,18 @@ export class BullMqDialer implements Dialer {
     } while (cursor !== '0');
   }
 
-  private async process(job: Job<OutboundJob>, token: string | undefined): Promise<void> {
+  private async process(job: Job<QueuedJob>, token: string | undefined): Promise<void> {
     const hooks = this.hooks!;
     const { callId, organizationId: org } = job.data;
     for (let look = 0; ; look++) {
       const { max, intervalMs } = dialSpacing(await hooks.limits(org));
-      const [status, value, fresh, now] = await this.redis.sbAcquire(
+      const [status, value, fresh, now, nextCallId, nextWaitMs] = await this.redis.sbAcquire(
         this.slotsKey(org),
         this.nextKey(org),
         this.waitingKey(org),
         this.stateKey(callId),
         this.attemptsKey(callId),
+        this.lineKey(org),
         callId,
         max,
         intervalMs,
@@ -287,11 +403,14 @@ export class BullMqDialer implements Dialer {
         this.claimMs,
         MARK_TTL_MS,
         STALE_TURN_MS,
+        job.data.seq ?? 0,
+        LATE_TURN_MS,
       );
       switch (status) {
         case 'gone':
           return;
         case 'taken':
+          if (nextCallId) void this.moveUp(nextCallId, Number(nextWaitMs));
           return this.dial(job, token, value, fresh === 1);
         case 'full':
           if (look === 0 && (await this.reclaim(org, Number(now)))) continue;
@@ -305,36 +424,36 @@ export class BullMqDialer implements Dialer {
     }
   }
 
-  private async waitFor(job: Job<OutboundJob>, token: string | undefined, ms: number): Promise<never> {
+  private async waitFor(job: Job<QueuedJob>, token: string | undefined, ms: number): Promise<never> {
     // BullMQ's delayed set runs on this process's clock; the scripts' decisions on Redis's
     await job.moveToDelayed(Date.now() + Math.max(1, Number(ms)), token);
     throw new DelayedError();
   }
 
   /** With the slot taken and the call claimed: dial, and record what came of it. */
-  private async dial(job: Job<OutboundJob>, token: string | undefined, attempt: number, fresh: boolean): Promise<void> {
+  private async dial(job: Job<QueuedJob>, token: string | undefined, attempt: number, fresh: boolean): Promise<void> {
     const hooks = this.hooks!;
     const { callId, organizationId: org } = job.data;
     const log = this.logger.child({ callId, organizationId: org });
     const finish = (releaseSlot: boolean) =>
-      this.redis.sbFinish(this.stateKey(callId), this.attemptsKey(callId), this.waitingKey(org), this.slotsKey(org), callId, MARK_TTL_MS, releaseSlot ? 1 : 0);
+      this.redis.sbFinish(this.stateKey(callId), this.attemptsKey(callId), this.waitingKey(org), this.slotsKey(org), this.lineKey(org), callId, MARK_TTL_MS, releaseSlot ? 1 : 0);
     const maxAttempts = this.retryDelaysMs.length + 1;
     if (attempt > maxAttempts) {
       // earlier attempts died with their processes; this one is past the limit
       const err = new Error(`the call was not dialled after ${maxAttempts} attempts`);
       log.error({ attempt }, 'dialer: too many attempts; giving up');
-      await this.giveUp(job.data, err, log);
+      await this.giveUp(callOf(job.data), err, log);
       await finish(true);
       return;
     }
     let outcome: 'dialled' | 'skipped';
     try {
-      outcome = await hooks.dial(job.data, { attempt });
+      outcome = await hooks.dial(callOf(job.data), { attempt });
     } catch (err) {
       const wait = retryDelay(this.retryDelaysMs, attempt);
       if (wait === null) {
         log.error({ err, attempt }, 'dialer: dial failed; giving up');
-        await this.giveUp(job.data, err, log);
+        await this.giveUp(callOf(job.data), err, log);
         await finish(true);
         return;
       }

@@ -248,3 +248,14 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Busies this process's event loop for up to `maxMs` (at random) every `everyMs`; returns stop. */
+export function stallLoop(maxMs: number, everyMs: number): () => void {
+  const timer = setInterval(() => {
+    const end = Date.now() + Math.random() * maxMs;
+    while (Date.now() < end) {
+      // busy: nothing else in this process runs
+    }
+  }, everyMs);
+  return () => clearInterval(timer);
+}
