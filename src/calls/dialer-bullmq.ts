@@ -50,12 +50,21 @@ const STALE_TURN_MS = 30_000;
  * back the calls queued after it; when it comes it still goes before them.
  */
 const LATE_TURN_MS = 2_000;
+/**
+ * The first in line, held back by the rate for at most this long, waits in its worker rather than
+ * in BullMQ's delayed set; a call moved up is woken this much early. Delayed jobs come back on
+ * Redis's timer (`hz`, 10 a second by default), so a shorter delay would be up to 100 ms late.
+ */
+const SHORT_WAIT_MS = 100;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // KEYS: slots, next, waiting, state, attempts, line
 // ARGV: callId, max, intervalMs, fullRecheckMs, token, claimMs, markTtlMs, staleTurnMs, seq, lateTurnMs
-// → {'taken', attempt, fresh(1|0), now, nextCallId, nextWaitMs} | {'full'|'rate'|'busy', waitMs, 0, now}
-//   | {'gone', 0, 0, now}; nextCallId (or '') is the call now first in line, its turn just brought
-//   forward to nextWaitMs from now: its job is to be moved up as well
+// → {'taken', attempt, fresh(1|0), now, nextCallId, nextWaitMs} | {'full'|'busy', waitMs, 0, now}
+//   | {'rate', waitMs, first(1|0), now} | {'gone', 0, 0, now}; nextCallId (or '') is the call now
+//   first in line, its turn just brought forward to nextWaitMs from now: its job is to be moved up
+//   as well
 const ACQUIRE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -143,7 +152,9 @@ local ttl = at - now + staleTurn
 if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
 if redis.call('PTTL', KEYS[6]) < ttl then redis.call('PEXPIRE', KEYS[6], ttl) end
 if full then return {'full', at - now, 0, now} end
-return {'rate', at - now, 0, now}`;
+-- the first in line held back by the rate only: it may wait for its moment in its worker
+if blocked then return {'rate', at - now, 0, now} end
+return {'rate', at - now, 1, now}`;
 
 // KEYS: line, waiting — ARGV: staleTurnMs, then callId, seq for each call queued (one org's)
 // Puts the calls in their organization's line at once, so that one looked at before an earlier
@@ -325,8 +336,9 @@ export class BullMqDialer implements Dialer {
     try {
       const job = await this.queue.getJob(callId);
       if (!job) return;
-      if (ms <= 0) await job.promote();
-      else await job.changeDelay(ms);
+      // early by the timer's granularity: a call that comes before its moment waits in its worker
+      if (ms <= SHORT_WAIT_MS) await job.promote();
+      else await job.changeDelay(ms - SHORT_WAIT_MS);
     } catch (err) {
       this.logger.debug({ err, callId }, 'dialer: a waiting call was not moved up');
     }
@@ -419,6 +431,12 @@ export class BullMqDialer implements Dialer {
           // another worker claimed it (or died claiming it): look again once the claim is over
           return this.waitFor(job, token, Math.max(0, value) + 50);
         case 'rate':
+          // the next dial is this call's and only moments away: wait for it here (a delayed job
+          // looks again only at Redis's timer, about 100 ms late at the default hz)
+          if (fresh === 1 && value <= SHORT_WAIT_MS && !this.closed) {
+            await sleep(Math.max(1, value));
+            continue;
+          }
           return this.waitFor(job, token, value);
       }
     }
