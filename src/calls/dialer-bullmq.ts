@@ -4,7 +4,8 @@
  *
  * One BullMQ job per call, its id the call id (a call is queued once). A job that cannot dial yet
  * moves itself to BullMQ's delayed set (`DelayedError`) and is never active while it waits, so a
- * full or slow organization holds no worker from another one. The decisions are Lua scripts, on
+ * full or slow organization holds no worker from another one (but for a few first-in-line calls
+ * waiting out a dial under 100 ms away). The decisions are Lua scripts, on
  * Redis's clock (`TIME`), so that processes with skewed clocks still agree:
  * - ENQUEUE: puts the calls in their organization's line, by their place in the queue (a shared
  *   counter), before their jobs are added.
@@ -14,7 +15,8 @@
  *   worker, counts the attempt and names the next in line to move up; else books the call a time
  *   to look again, after the org's other waiting calls, so they take turns (about one wake-up per
  *   dial rather than every waiting call at every dial).
- * - RELEASE: frees a slot and brings the first in line forward.
+ * - RELEASE: frees a slot and brings the first in line forward; FINISH, RETRY and REMOVE do too
+ *   when they free a slot or remove the first.
  * - FINISH, RETRY, REMOVE, RECLAIM: the same keys, each in one step.
  * BullMQ's job lock keeps a job with one worker; a dead process's jobs are handed to another by
  * BullMQ's stalled check. Its claim (`dialling:<token>`, `dialClaimMs`) makes a worker that lost
@@ -57,32 +59,66 @@ const LATE_TURN_MS = 2_000;
  */
 const SHORT_WAIT_MS = 100;
 
+/** At most this many calls of one process wait in their workers (the rest in the delayed set). */
+const MAX_SLEEPERS = 8;
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-// KEYS: slots, next, waiting, state, attempts, line
-// ARGV: callId, max, intervalMs, fullRecheckMs, token, claimMs, markTtlMs, staleTurnMs, seq, lateTurnMs
-// → {'taken', attempt, fresh(1|0), now, nextCallId, nextWaitMs} | {'full'|'busy', waitMs, 0, now}
-//   | {'rate', waitMs, first(1|0), now} | {'gone', 0, 0, now}; nextCallId (or '') is the call now
-//   first in line, its turn just brought forward to nextWaitMs from now: its job is to be moved up
-//   as well
-const ACQUIRE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+// Lua shared by the scripts that change who is first in an organization's line.
+// nowMs(): Redis's clock. wakeFirst: the first call in line still coming (its turn at most
+// lateTurnMs past), other than `except`: when its turn is later than `threshold`, it is brought
+// forward to `target` and its id returned (its job is to be moved up too), else ''. Entries with
+// no turn (left behind by an older version) are dropped on the way.
+const LINE_LUA = `
+local function nowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function wakeFirst(line, waiting, late, threshold, target, except)
+  for _, m in ipairs(redis.call('ZRANGE', line, 0, 99)) do
+    local tm = redis.call('ZSCORE', waiting, m)
+    if not tm then
+      redis.call('ZREM', line, m)
+    elseif tonumber(tm) >= late then
+      if m == except or tonumber(tm) <= threshold then return '' end
+      redis.call('ZADD', waiting, target, m)
+      return m
+    end
+  end
+  return ''
+end
+`;
+
+// KEYS: slots, next, waiting, state, attempts, line, seq
+// ARGV: callId, max, intervalMs, fullRecheckMs, token, claimMs, markTtlMs, staleTurnMs, seq ('' for
+// a job queued without one), lateTurnMs
+// → {status, value, flag, now, wakeCallId, wakeMs}:
+//   {'taken', attempt, fresh(1|0)} | {'full'|'busy', waitMs, 0} | {'rate', waitMs, first(1|0)} |
+//   {'gone', 0, 0}; wakeCallId (or '') is the call first in line, its turn just brought forward to
+//   wakeMs from now: its job is to be moved up as well
+const ACQUIRE_SCRIPT = `${LINE_LUA}
+local now = nowMs()
 local callId = ARGV[1]
+local late = now - tonumber(ARGV[10])
+local recheck = tonumber(ARGV[4])
 local state = redis.call('GET', KEYS[4])
 if state == 'done' or state == 'removed' then
   redis.call('ZREM', KEYS[3], callId)
   redis.call('ZREM', KEYS[6], callId)
-  return {'gone', 0, 0, now}
+  local wake = wakeFirst(KEYS[6], KEYS[3], late, now + recheck, now, '')
+  return {'gone', 0, 0, now, wake, 0}
 end
 if state then
-  return {'busy', redis.call('PTTL', KEYS[4]), 0, now}
+  return {'busy', redis.call('PTTL', KEYS[4]), 0, now, '', 0}
 end
 local max = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
-local recheck = tonumber(ARGV[4])
 local staleTurn = tonumber(ARGV[8])
 local seq = ARGV[9]
+if seq == '' then
+  -- queued without a place: its place in line, or a new one behind every call queued so far
+  seq = redis.call('ZSCORE', KEYS[6], callId) or tostring(redis.call('INCR', KEYS[7]))
+end
 -- forget the turns of calls that never came back (removed jobs, dead processes)
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - staleTurn)) do
   redis.call('ZREM', KEYS[3], m)
@@ -91,10 +127,11 @@ end
 -- a call ahead in the line (queued earlier) that is still coming holds this one back; one more
 -- than lateTurnMs late for its turn (a frozen or dead process) no longer does
 local blocked = false
-local late = now - tonumber(ARGV[10])
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. seq, 'LIMIT', 0, 100)) do
   local tm = redis.call('ZSCORE', KEYS[3], m)
-  if tm and tonumber(tm) >= late then
+  if not tm then
+    redis.call('ZREM', KEYS[6], m)
+  elseif tonumber(tm) >= late then
     blocked = true
     break
   end
@@ -115,19 +152,12 @@ if held or (used < max and nxt <= now and not blocked) then
   local attempt = redis.call('INCR', KEYS[5])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
   -- the next in line looks next: at the org's pace when full, else when the rate allows
-  local nextId, nextWait = '', 0
-  local head = redis.call('ZRANGE', KEYS[6], 0, 0)[1]
-  if head then
-    local th = tonumber(redis.call('ZSCORE', KEYS[3], head) or '0')
-    local wait = math.max(1, interval)
-    if used >= max then wait = fullPace end
-    if th > now + wait then
-      redis.call('ZADD', KEYS[3], now + wait, head)
-      nextId, nextWait = head, wait
-    end
-  end
-  if held then return {'taken', attempt, 0, now, nextId, nextWait} end
-  return {'taken', attempt, 1, now, nextId, nextWait}
+  local wait = math.max(1, interval)
+  if used >= max then wait = fullPace end
+  local wake = wakeFirst(KEYS[6], KEYS[3], late, now + wait, now + wait, callId)
+  local fresh = 1
+  if held then fresh = 0 end
+  return {'taken', attempt, fresh, now, wake, wait}
 end
 local full = used >= max
 local at, spacing
@@ -151,17 +181,22 @@ redis.call('ZADD', KEYS[6], seq, callId)
 local ttl = at - now + staleTurn
 if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
 if redis.call('PTTL', KEYS[6]) < ttl then redis.call('PEXPIRE', KEYS[6], ttl) end
-if full then return {'full', at - now, 0, now} end
+-- the call that holds this one back looks no later than the org could next dial (its own turn
+-- may have been booked far out, and the calls that would have moved it up gone)
+local soon = now + fullPace
+if not full then soon = math.max(now + 1, nxt) end
+local wake = wakeFirst(KEYS[6], KEYS[3], late, soon, soon, callId)
+local first = 1
+if blocked then first = 0 end
+if full then return {'full', at - now, 0, now, wake, soon - now} end
 -- the first in line held back by the rate only: it may wait for its moment in its worker
-if blocked then return {'rate', at - now, 0, now} end
-return {'rate', at - now, 1, now}`;
+return {'rate', at - now, first, now, wake, soon - now}`;
 
 // KEYS: line, waiting — ARGV: staleTurnMs, then callId, seq for each call queued (one org's)
 // Puts the calls in their organization's line at once, so that one looked at before an earlier
 // one (a worker's concurrent slots, a second process) waits for it.
-const ENQUEUE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+const ENQUEUE_SCRIPT = `${LINE_LUA}
+local now = nowMs()
 for i = 2, #ARGV, 2 do
   if redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], ARGV[i]) == 1 then
     redis.call('ZADD', KEYS[2], 'NX', now, ARGV[i])
@@ -172,43 +207,42 @@ if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) en
 if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
 return 1`;
 
-// KEYS: state, attempts, waiting, slots, line — ARGV: callId, markTtlMs, releaseSlot (1|0)
-const FINISH_SCRIPT = `
+// KEYS: state, attempts, waiting, slots, line — ARGV: callId, markTtlMs, releaseSlot (1|0),
+// lateTurnMs → the call to move up now ('' for none): a freed slot wakes the first in line
+const FINISH_SCRIPT = `${LINE_LUA}
 redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
 redis.call('DEL', KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
-if ARGV[3] == '1' then redis.call('ZREM', KEYS[4], ARGV[1]) end
-return 1`;
+if ARGV[3] ~= '1' or redis.call('ZREM', KEYS[4], ARGV[1]) == 0 then return '' end
+local now = nowMs()
+return wakeFirst(KEYS[5], KEYS[3], now - tonumber(ARGV[4]), now, now, '')`;
 
-// KEYS: state, slots — ARGV: callId, token
-const RETRY_SCRIPT = `
+// KEYS: state, slots, line, waiting — ARGV: callId, token, lateTurnMs → the call to move up now
+const RETRY_SCRIPT = `${LINE_LUA}
 if redis.call('GET', KEYS[1]) == 'dialling:' .. ARGV[2] then redis.call('DEL', KEYS[1]) end
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1`;
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return '' end
+local now = nowMs()
+return wakeFirst(KEYS[3], KEYS[4], now - tonumber(ARGV[3]), now, now, '')`;
 
-// KEYS: state, job hash, waiting, attempts, line — ARGV: callId, markTtlMs
-const REMOVE_SCRIPT = `
-if redis.call('GET', KEYS[1]) then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+// KEYS: state, job hash, waiting, attempts, line — ARGV: callId, markTtlMs, fullRecheckMs,
+// lateTurnMs → {removed (1|0), the call to move up now ('' for none)}
+const REMOVE_SCRIPT = `${LINE_LUA}
+if redis.call('GET', KEYS[1]) then return {0, ''} end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {0, ''} end
 redis.call('SET', KEYS[1], 'removed', 'PX', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[4])
-return 1`;
+local now = nowMs()
+-- it may have been first: the new first looks at once unless its turn is near anyway
+return {1, wakeFirst(KEYS[5], KEYS[3], now - tonumber(ARGV[4]), now + tonumber(ARGV[3]), now, '')}`;
 
-// KEYS: slots, line, waiting — ARGV: callId. Frees the slot; the call first in line, when its turn
-// is later than now, is brought forward to now and returned (its job is to be moved up), else ''
-const RELEASE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+// KEYS: slots, line, waiting — ARGV: callId, lateTurnMs → the call to move up now ('' for none)
+const RELEASE_SCRIPT = `${LINE_LUA}
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return '' end
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if not head then return '' end
-local th = tonumber(redis.call('ZSCORE', KEYS[3], head) or '0')
-if th <= now then return '' end
-redis.call('ZADD', KEYS[3], now, head)
-return head`;
+local now = nowMs()
+return wakeFirst(KEYS[2], KEYS[3], now - tonumber(ARGV[2]), now, now, '')`;
 
 // KEYS: slots — ARGV: callId, takenAt: removes the slot only if it is the one that was looked at
 const RECLAIM_SCRIPT = `
@@ -216,19 +250,19 @@ local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
 return 0`;
 
-type AcquireReply = [status: 'taken' | 'full' | 'rate' | 'busy' | 'gone', value: number, fresh: number, now: number, nextCallId?: string, nextWaitMs?: number];
+type AcquireReply = [status: 'taken' | 'full' | 'rate' | 'busy' | 'gone', value: number, flag: number, now: number, wakeCallId: string, wakeMs: number];
 
 type DialerRedis = Redis & {
   sbAcquire(...args: (string | number)[]): Promise<AcquireReply>;
-  sbFinish(...args: (string | number)[]): Promise<number>;
-  sbRetry(...args: (string | number)[]): Promise<number>;
-  sbRemove(...args: (string | number)[]): Promise<number>;
+  sbFinish(...args: (string | number)[]): Promise<string>;
+  sbRetry(...args: (string | number)[]): Promise<string>;
+  sbRemove(...args: (string | number)[]): Promise<[removed: number, wakeCallId: string]>;
   sbReclaim(...args: (string | number)[]): Promise<number>;
   sbEnqueue(...args: (string | number)[]): Promise<number>;
   sbRelease(...args: (string | number)[]): Promise<string>;
 };
 
-/** A queued call as BullMQ keeps it: with its place in the queue (older jobs have none: first). */
+/** A queued call as BullMQ keeps it: with its place in the queue (jobs queued without one get one at their first look). */
 type QueuedJob = OutboundJob & { seq?: number };
 
 const callOf = ({ callId, organizationId, record }: QueuedJob): OutboundJob => ({ callId, organizationId, record });
@@ -246,6 +280,8 @@ export class BullMqDialer implements Dialer {
   private readonly fullRecheckMs: number;
   private readonly claimMs: number;
   private readonly lastReclaim = new Map<string, number>();
+  /** Calls waiting in their worker for a dial moments away. */
+  private sleepers = 0;
   private hooks: DialerHooks | null = null;
   private closed = false;
 
@@ -260,9 +296,9 @@ export class BullMqDialer implements Dialer {
     this.claimMs = options.dialClaimMs ?? 60_000;
     this.redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null }) as DialerRedis;
     this.redis.on('error', (err) => this.logger.warn({ err }, 'dialer: Redis error'));
-    this.redis.defineCommand('sbAcquire', { numberOfKeys: 6, lua: ACQUIRE_SCRIPT });
+    this.redis.defineCommand('sbAcquire', { numberOfKeys: 7, lua: ACQUIRE_SCRIPT });
     this.redis.defineCommand('sbFinish', { numberOfKeys: 5, lua: FINISH_SCRIPT });
-    this.redis.defineCommand('sbRetry', { numberOfKeys: 2, lua: RETRY_SCRIPT });
+    this.redis.defineCommand('sbRetry', { numberOfKeys: 4, lua: RETRY_SCRIPT });
     this.redis.defineCommand('sbRemove', { numberOfKeys: 5, lua: REMOVE_SCRIPT });
     this.redis.defineCommand('sbEnqueue', { numberOfKeys: 2, lua: ENQUEUE_SCRIPT });
     this.redis.defineCommand('sbRelease', { numberOfKeys: 3, lua: RELEASE_SCRIPT });
@@ -286,6 +322,9 @@ export class BullMqDialer implements Dialer {
   private nextKey = (org: string) => `${this.base}:org:${org}:next`;
   private waitingKey = (org: string) => `${this.base}:org:${org}:waiting`;
   private lineKey = (org: string) => `${this.base}:org:${org}:line`;
+  private get seqKey(): string {
+    return `${this.base}:seq`;
+  }
   private stateKey = (callId: string) => `${this.base}:call:${callId}:state`;
   private attemptsKey = (callId: string) => `${this.base}:call:${callId}:attempts`;
   private jobKey = (callId: string) => `${this.prefix}:${this.queueName}:${callId}`;
@@ -294,7 +333,7 @@ export class BullMqDialer implements Dialer {
     if (this.closed) throw new Error('the dialer is closed');
     if (jobs.length === 0) return;
     // each call's place in the queue, shared by every process
-    const last = await this.redis.incrby(`${this.base}:seq`, jobs.length);
+    const last = await this.redis.incrby(this.seqKey, jobs.length);
     const queued = jobs.map((job, i): QueuedJob => ({ ...callOf(job), seq: last - jobs.length + 1 + i }));
     const byOrg = new Map<string, QueuedJob[]>();
     for (const job of queued) {
@@ -315,7 +354,18 @@ export class BullMqDialer implements Dialer {
     const job = await this.queue.getJob(callId);
     if (!job) return false;
     const org = job.data.organizationId;
-    const removed = await this.redis.sbRemove(this.stateKey(callId), this.jobKey(callId), this.waitingKey(org), this.attemptsKey(callId), this.lineKey(org), callId, MARK_TTL_MS);
+    const [removed, wake] = await this.redis.sbRemove(
+      this.stateKey(callId),
+      this.jobKey(callId),
+      this.waitingKey(org),
+      this.attemptsKey(callId),
+      this.lineKey(org),
+      callId,
+      MARK_TTL_MS,
+      this.fullRecheckMs,
+      LATE_TURN_MS,
+    );
+    if (wake) await this.moveUp(wake, 0);
     if (removed !== 1) return false;
     // an active job (between two looks at its slot) cannot be removed here; its next look sees 'removed'
     await this.queue.remove(callId).catch((err: unknown) => this.logger.debug({ err, callId }, 'dialer: removed call left to its worker'));
@@ -323,8 +373,8 @@ export class BullMqDialer implements Dialer {
   }
 
   async release(organizationId: string, callId: string): Promise<void> {
-    const head = await this.redis.sbRelease(this.slotsKey(organizationId), this.lineKey(organizationId), this.waitingKey(organizationId), callId);
-    if (head) await this.moveUp(head, 0);
+    const wake = await this.redis.sbRelease(this.slotsKey(organizationId), this.lineKey(organizationId), this.waitingKey(organizationId), callId, LATE_TURN_MS);
+    if (wake) await this.moveUp(wake, 0);
   }
 
   /**
@@ -335,12 +385,20 @@ export class BullMqDialer implements Dialer {
   private async moveUp(callId: string, ms: number): Promise<void> {
     try {
       const job = await this.queue.getJob(callId);
-      if (!job) return;
+      if (job) await this.bringForward(job, ms);
+    } catch (err) {
+      this.logger.debug({ err, callId }, 'dialer: a waiting call was not moved up');
+    }
+  }
+
+  private async bringForward(job: Job<QueuedJob>, ms: number): Promise<void> {
+    try {
       // early by the timer's granularity: a call that comes before its moment waits in its worker
       if (ms <= SHORT_WAIT_MS) await job.promote();
       else await job.changeDelay(ms - SHORT_WAIT_MS);
     } catch (err) {
-      this.logger.debug({ err, callId }, 'dialer: a waiting call was not moved up');
+      // not in the delayed set (being looked at, or gone): it looks again soon by itself
+      this.logger.debug({ err, callId: job.id }, 'dialer: a waiting call was not moved up');
     }
   }
 
@@ -400,13 +458,14 @@ export class BullMqDialer implements Dialer {
     const { callId, organizationId: org } = job.data;
     for (let look = 0; ; look++) {
       const { max, intervalMs } = dialSpacing(await hooks.limits(org));
-      const [status, value, fresh, now, nextCallId, nextWaitMs] = await this.redis.sbAcquire(
+      const [status, value, flag, now, wakeCallId, wakeMs] = await this.redis.sbAcquire(
         this.slotsKey(org),
         this.nextKey(org),
         this.waitingKey(org),
         this.stateKey(callId),
         this.attemptsKey(callId),
         this.lineKey(org),
+        this.seqKey,
         callId,
         max,
         intervalMs,
@@ -415,36 +474,50 @@ export class BullMqDialer implements Dialer {
         this.claimMs,
         MARK_TTL_MS,
         STALE_TURN_MS,
-        job.data.seq ?? 0,
+        job.data.seq ?? '',
         LATE_TURN_MS,
       );
+      if (wakeCallId) void this.moveUp(wakeCallId, Number(wakeMs));
       switch (status) {
         case 'gone':
           return;
         case 'taken':
-          if (nextCallId) void this.moveUp(nextCallId, Number(nextWaitMs));
-          return this.dial(job, token, value, fresh === 1);
+          return this.dial(job, token, value, flag === 1);
         case 'full':
           if (look === 0 && (await this.reclaim(org, Number(now)))) continue;
-          return this.waitFor(job, token, value);
+          return this.waitFor(job, token, value, Number(now));
         case 'busy':
           // another worker claimed it (or died claiming it): look again once the claim is over
           return this.waitFor(job, token, Math.max(0, value) + 50);
         case 'rate':
           // the next dial is this call's and only moments away: wait for it here (a delayed job
           // looks again only at Redis's timer, about 100 ms late at the default hz)
-          if (fresh === 1 && value <= SHORT_WAIT_MS && !this.closed) {
-            await sleep(Math.max(1, value));
-            continue;
+          if (flag === 1 && value <= SHORT_WAIT_MS && !this.closed && this.sleepers < MAX_SLEEPERS) {
+            this.sleepers++;
+            try {
+              await sleep(Math.max(1, value));
+            } finally {
+              this.sleepers--;
+            }
+            if (!this.closed) continue;
           }
-          return this.waitFor(job, token, value);
+          return this.waitFor(job, token, value, Number(now));
       }
     }
   }
 
-  private async waitFor(job: Job<QueuedJob>, token: string | undefined, ms: number): Promise<never> {
+  /**
+   * Puts the job in the delayed set for `ms`. With `bookedAt` (Redis's time when the turn was
+   * booked, `ms` before the turn): a call ahead may have moved this one's turn up while its job was
+   * still here, out of reach of `changeDelay`; then it is moved up now.
+   */
+  private async waitFor(job: Job<QueuedJob>, token: string | undefined, ms: number, bookedAt?: number): Promise<never> {
     // BullMQ's delayed set runs on this process's clock; the scripts' decisions on Redis's
     await job.moveToDelayed(Date.now() + Math.max(1, Number(ms)), token);
+    if (bookedAt !== undefined && ms > SHORT_WAIT_MS) {
+      const turn = await this.redis.zscore(this.waitingKey(job.data.organizationId), job.data.callId);
+      if (turn !== null && Number(turn) < bookedAt + ms) await this.bringForward(job, Number(turn) - bookedAt);
+    }
     throw new DelayedError();
   }
 
@@ -453,8 +526,20 @@ export class BullMqDialer implements Dialer {
     const hooks = this.hooks!;
     const { callId, organizationId: org } = job.data;
     const log = this.logger.child({ callId, organizationId: org });
-    const finish = (releaseSlot: boolean) =>
-      this.redis.sbFinish(this.stateKey(callId), this.attemptsKey(callId), this.waitingKey(org), this.slotsKey(org), this.lineKey(org), callId, MARK_TTL_MS, releaseSlot ? 1 : 0);
+    const finish = async (releaseSlot: boolean) => {
+      const wake = await this.redis.sbFinish(
+        this.stateKey(callId),
+        this.attemptsKey(callId),
+        this.waitingKey(org),
+        this.slotsKey(org),
+        this.lineKey(org),
+        callId,
+        MARK_TTL_MS,
+        releaseSlot ? 1 : 0,
+        LATE_TURN_MS,
+      );
+      if (wake) await this.moveUp(wake, 0);
+    };
     const maxAttempts = this.retryDelaysMs.length + 1;
     if (attempt > maxAttempts) {
       // earlier attempts died with their processes; this one is past the limit
@@ -476,7 +561,8 @@ export class BullMqDialer implements Dialer {
         return;
       }
       log.warn({ err, attempt, retryInMs: wait }, 'dialer: dial failed; retrying');
-      await this.redis.sbRetry(this.stateKey(callId), this.slotsKey(org), callId, token ?? '');
+      const wake = await this.redis.sbRetry(this.stateKey(callId), this.slotsKey(org), this.lineKey(org), this.waitingKey(org), callId, token ?? '', LATE_TURN_MS);
+      if (wake) await this.moveUp(wake, 0);
       return this.waitFor(job, token, wait);
     }
     // a slot held from an earlier attempt may belong to the live call that attempt placed

@@ -6,6 +6,7 @@
  * turn holds the line at least 1.5 s of its 2.
  */
 import { randomUUID } from 'node:crypto';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDialer, InProcessDialer, type Dialer } from '../../src/calls/dialer.js';
@@ -263,9 +264,11 @@ describe.each(kinds)('dialer on %s', (kind) => {
 describe.runIf(hasRedis)('BullMQ dialer: the line', () => {
   it('a call more than 2 s late for its turn (its process frozen or dead) stops holding back the calls behind it', async () => {
     const queueName = `dialer-${randomUUID()}`;
-    const dialer = new BullMqDialer({ redisUrl: REDIS_URL, queueName, prefix: 'sbtest', logger: silent, fullRecheckMs: 100 });
+    // one slot, and a full organization looked at once a second: the calls turned away while the
+    // late one held them are booked a second apart behind each other, up to 20 s out
+    const dialer = new BullMqDialer({ redisUrl: REDIS_URL, queueName, prefix: 'sbtest', logger: silent, fullRecheckMs: 1_000 });
     const redis = new Redis(REDIS_URL);
-    const calls = new FakeCalls({ limits: () => ({ maxConcurrentCalls: 5, callsPerSecond: 50 }) });
+    const calls = new FakeCalls({ limits: () => ({ maxConcurrentCalls: 1, callsPerSecond: 50 }) });
     try {
       const org = randomUUID();
       const base = `sbtest:${queueName}:sb:org:${org}`;
@@ -274,9 +277,13 @@ describe.runIf(hasRedis)('BullMQ dialer: the line', () => {
       await redis.zadd(`${base}:line`, 0, 'frozen-call');
       await redis.zadd(`${base}:waiting`, Number(secs) * 1000 + Math.floor(Number(micros) / 1000), 'frozen-call');
       const started = Date.now();
-      await dialer.enqueue(jobsFor(org, 3));
+      const jobs = jobsFor(org, 20);
+      await dialer.enqueue(jobs);
       await dialer.start(calls.hooksFor(dialer));
-      await waitFor(() => calls.dials.length === 3, 10_000, 'three dials (a forgotten turn would hold them 30 s)');
+      // once it is late, the first of the others still coming is woken, and each call dialled or
+      // released wakes the next: not a forgotten turn's 30 s, nor the far turns' 20 s
+      await waitFor(() => calls.dials.length === 20, 10_000, 'twenty dials');
+      expect(calls.dials.map((d) => d.callId)).toEqual(jobs.map((j) => j.callId));
       // they did wait for it while it could still come
       expect(calls.dials[0]!.at - started).toBeGreaterThanOrEqual(1_500);
     } finally {
@@ -284,6 +291,36 @@ describe.runIf(hasRedis)('BullMQ dialer: the line', () => {
       await dialer.obliterate();
       await dialer.close();
       redis.disconnect();
+    }
+  });
+});
+
+describe.runIf(hasRedis)('BullMQ dialer: jobs queued without a place (by an earlier version)', () => {
+  it('each gets a place at its first look: dialled once each, in the cap, without looking all the time', async () => {
+    const queueName = `dialer-${randomUUID()}`;
+    const dialer = new BullMqDialer({ redisUrl: REDIS_URL, queueName, prefix: 'sbtest', logger: silent, fullRecheckMs: 300 });
+    const raw = new Queue(queueName, { connection: { url: REDIS_URL }, prefix: 'sbtest' });
+    const calls = new FakeCalls({ limits: () => ({ maxConcurrentCalls: 3, callsPerSecond: 50 }), holdMs: () => 300 });
+    let looks = 0;
+    try {
+      const org = randomUUID();
+      const jobs = jobsFor(org, 30);
+      // as the dialer queued them before calls had places: the job's data is the call alone
+      await raw.addBulk(jobs.map((data) => ({ name: 'dial', data, opts: { jobId: data.callId } })));
+      const hooks = calls.hooksFor(dialer);
+      await dialer.start({ ...hooks, limits: (o) => (looks++, hooks.limits(o)) });
+      await waitFor(() => calls.dials.length === 30, 15_000, 'thirty dials');
+      await sleep(200);
+      expect(calls.dials.map((d) => d.callId).sort()).toEqual(jobs.map((j) => j.callId).sort());
+      expect(calls.maxLive.get(org)).toBeLessThanOrEqual(3);
+      // in line, a call looks about 4 times (129 seen); each treated as first in line, all of
+      // them looked at the full organization's pace (384 seen)
+      expect(looks).toBeLessThan(30 * 8);
+    } finally {
+      calls.dispose();
+      await dialer.obliterate();
+      await dialer.close();
+      await raw.close();
     }
   });
 });
