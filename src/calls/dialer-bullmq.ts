@@ -65,27 +65,32 @@ const MAX_SLEEPERS = 8;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // Lua shared by the scripts that change who is first in an organization's line.
-// nowMs(): Redis's clock. wakeFirst: the first call in line still coming (its turn at most
-// lateTurnMs past), other than `except`: when its turn is later than `threshold`, it is brought
-// forward to `target` and its id returned (its job is to be moved up too), else ''. Entries with
-// no turn (left behind by an older version) are dropped on the way.
+// nowMs(): Redis's clock. firstComing: the first call in line still coming (its turn at most
+// lateTurnMs past) and its turn; entries with no turn (left behind by an older version) are
+// dropped on the way. wakeFirst: that call, other than `except`, when its turn is later than
+// `threshold`, is brought forward to `target` and its id returned (its job is to be moved up too),
+// else ''.
 const LINE_LUA = `
 local function nowMs()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function wakeFirst(line, waiting, late, threshold, target, except)
+local function firstComing(line, waiting, late)
   for _, m in ipairs(redis.call('ZRANGE', line, 0, 99)) do
     local tm = redis.call('ZSCORE', waiting, m)
     if not tm then
       redis.call('ZREM', line, m)
     elseif tonumber(tm) >= late then
-      if m == except or tonumber(tm) <= threshold then return '' end
-      redis.call('ZADD', waiting, target, m)
-      return m
+      return m, tonumber(tm)
     end
   end
-  return ''
+  return nil, nil
+end
+local function wakeFirst(line, waiting, late, threshold, target, except)
+  local m, tm = firstComing(line, waiting, late)
+  if not m or m == except or tm <= threshold then return '' end
+  redis.call('ZADD', waiting, target, m)
+  return m
 end
 `;
 
@@ -103,9 +108,11 @@ local late = now - tonumber(ARGV[10])
 local recheck = tonumber(ARGV[4])
 local state = redis.call('GET', KEYS[4])
 if state == 'done' or state == 'removed' then
+  local wasFirst = firstComing(KEYS[6], KEYS[3], late) == callId
   redis.call('ZREM', KEYS[3], callId)
   redis.call('ZREM', KEYS[6], callId)
-  local wake = wakeFirst(KEYS[6], KEYS[3], late, now + recheck, now, '')
+  local wake = ''
+  if wasFirst then wake = wakeFirst(KEYS[6], KEYS[3], late, now, now, '') end
   return {'gone', 0, 0, now, wake, 0}
 end
 if state then
@@ -225,18 +232,21 @@ if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return '' end
 local now = nowMs()
 return wakeFirst(KEYS[3], KEYS[4], now - tonumber(ARGV[3]), now, now, '')`;
 
-// KEYS: state, job hash, waiting, attempts, line — ARGV: callId, markTtlMs, fullRecheckMs,
-// lateTurnMs → {removed (1|0), the call to move up now ('' for none)}
+// KEYS: state, job hash, waiting, attempts, line — ARGV: callId, markTtlMs, lateTurnMs
+// → {removed (1|0), the call to move up now ('' for none)}
 const REMOVE_SCRIPT = `${LINE_LUA}
 if redis.call('GET', KEYS[1]) then return {0, ''} end
 if redis.call('EXISTS', KEYS[2]) == 0 then return {0, ''} end
+local now = nowMs()
+local late = now - tonumber(ARGV[3])
+local wasFirst = firstComing(KEYS[5], KEYS[3], late) == ARGV[1]
 redis.call('SET', KEYS[1], 'removed', 'PX', ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('DEL', KEYS[4])
-local now = nowMs()
--- it may have been first: the new first looks at once unless its turn is near anyway
-return {1, wakeFirst(KEYS[5], KEYS[3], now - tonumber(ARGV[4]), now + tonumber(ARGV[3]), now, '')}`;
+-- it was first: the new first looks at once
+if not wasFirst then return {1, ''} end
+return {1, wakeFirst(KEYS[5], KEYS[3], late, now, now, '')}`;
 
 // KEYS: slots, line, waiting — ARGV: callId, lateTurnMs → the call to move up now ('' for none)
 const RELEASE_SCRIPT = `${LINE_LUA}
@@ -362,7 +372,6 @@ export class BullMqDialer implements Dialer {
       this.lineKey(org),
       callId,
       MARK_TTL_MS,
-      this.fullRecheckMs,
       LATE_TURN_MS,
     );
     if (wake) await this.moveUp(wake, 0);
@@ -388,6 +397,15 @@ export class BullMqDialer implements Dialer {
       if (job) await this.bringForward(job, ms);
     } catch (err) {
       this.logger.debug({ err, callId }, 'dialer: a waiting call was not moved up');
+    }
+  }
+
+  private async recheckTurn(job: Job<QueuedJob>, bookedAt: number, ms: number): Promise<void> {
+    try {
+      const turn = await this.redis.zscore(this.waitingKey(job.data.organizationId), job.data.callId);
+      if (turn !== null && Number(turn) < bookedAt + ms) await this.bringForward(job, Number(turn) - bookedAt);
+    } catch (err) {
+      this.logger.debug({ err, callId: job.id }, 'dialer: a waiting call\'s turn was not read again');
     }
   }
 
@@ -515,8 +533,9 @@ export class BullMqDialer implements Dialer {
     // BullMQ's delayed set runs on this process's clock; the scripts' decisions on Redis's
     await job.moveToDelayed(Date.now() + Math.max(1, Number(ms)), token);
     if (bookedAt !== undefined && ms > SHORT_WAIT_MS) {
-      const turn = await this.redis.zscore(this.waitingKey(job.data.organizationId), job.data.callId);
-      if (turn !== null && Number(turn) < bookedAt + ms) await this.bringForward(job, Number(turn) - bookedAt);
+      // after this run has ended (BullMQ tracks a job's lock by its id: a promoted job picked up
+      // again before this run let go would lose the new run's lock renewal)
+      setImmediate(() => void this.recheckTurn(job, bookedAt, ms));
     }
     throw new DelayedError();
   }
