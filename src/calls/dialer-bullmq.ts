@@ -133,16 +133,8 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - staleTurn)
 end
 -- a call ahead in the line (queued earlier) that is still coming holds this one back; one more
 -- than lateTurnMs late for its turn (a frozen or dead process) no longer does
-local blocked = false
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. seq, 'LIMIT', 0, 100)) do
-  local tm = redis.call('ZSCORE', KEYS[3], m)
-  if not tm then
-    redis.call('ZREM', KEYS[6], m)
-  elseif tonumber(tm) >= late then
-    blocked = true
-    break
-  end
-end
+local ahead = firstComing(KEYS[6], KEYS[3], late)
+local blocked = ahead ~= nil and ahead ~= callId and tonumber(redis.call('ZSCORE', KEYS[6], ahead)) < tonumber(seq)
 local held = redis.call('ZSCORE', KEYS[1], callId)
 local used = redis.call('ZCARD', KEYS[1])
 local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
