@@ -20,8 +20,12 @@ export class Metrics {
   private readonly providerErrors: Counter<'provider'>;
   private readonly replays: Counter;
   private readonly unhandled: Counter;
+  private readonly requeued: Counter<'event'>;
+  private readonly outbox: Counter<'event' | 'kind'>;
+  private readonly swept: Counter<'ended_reason'>;
+  private readonly refused: Counter<'transport'>;
 
-  constructor(liveCalls: () => number, options: { processMetrics?: boolean } = {}) {
+  constructor(liveCalls: () => number, options: { processMetrics?: boolean; outboxPending?: () => number } = {}) {
     const registers = [this.registry];
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'switchboard_' });
     new Gauge({
@@ -71,6 +75,63 @@ export class Metrics {
       help: 'Promise rejections nobody handled (defects; each is logged at error level).',
       registers,
     });
+    this.requeued = new Counter({
+      name: 'switchboard_webhooks_requeued_total',
+      help: 'Notifications the delivery queue had lost (a Redis restart), queued again from the database by the reconciler.',
+      labelNames: ['event'],
+      registers,
+    });
+    this.outbox = new Counter({
+      name: 'switchboard_outbox_writes_total',
+      help: 'Database writes through the outbox during an outage: deferred (kept), written (later), dropped (outbox full or bad data).',
+      labelNames: ['event', 'kind'],
+      registers,
+    });
+    this.swept = new Counter({
+      name: 'switchboard_calls_swept_total',
+      help: 'Calls left unfinished in the call log with no live session anywhere, ended by the sweep.',
+      labelNames: ['ended_reason'],
+      registers,
+    });
+    this.refused = new Counter({
+      name: 'switchboard_calls_refused_unavailable_total',
+      help: 'New calls refused before pickup because the database or Redis did not answer.',
+      labelNames: ['transport'],
+      registers,
+    });
+    this.outageMetrics(registers, options.outboxPending ?? (() => 0));
+  }
+
+  /** What the outages page (docs/outages.md) tells an operator to watch. */
+  private outageMetrics(registers: Registry[], outboxPending: () => number): void {
+    new Gauge({
+      name: 'switchboard_outbox_pending',
+      help: 'Database writes kept in the outbox because PostgreSQL did not answer, not yet written.',
+      registers,
+      collect() {
+        this.set(outboxPending());
+      },
+    });
+  }
+
+  /** A notification the queue had lost, queued again by the reconciler. */
+  webhookRequeued(event: string): void {
+    this.requeued.inc({ event });
+  }
+
+  /** A write kept in the outbox (`deferred`), written later (`written`) or dropped. */
+  outboxEvent(event: 'deferred' | 'written' | 'dropped', kind: string): void {
+    this.outbox.inc({ event, kind });
+  }
+
+  /** A call found unfinished in the call log with no live session anywhere, ended by the sweep. */
+  callSwept(reason: string): void {
+    this.swept.inc({ ended_reason: reason });
+  }
+
+  /** A new call refused before pickup because the database or Redis did not answer. */
+  callRefusedUnavailable(transport: string): void {
+    this.refused.inc({ transport });
   }
 
   voiceWebhookReplayed(): void {

@@ -34,6 +34,14 @@ import { BackgroundAudio } from './audio/background.js';
 import { recordingStoreFromConfig, type RecordingStore } from './recordings/storage.js';
 import { RecordingPruner } from './recordings/retention.js';
 import { ProviderKeys } from './providers/keys.js';
+import { randomUUID } from 'node:crypto';
+import { NotificationRepository } from './store/notifications.js';
+import { Outbox, type OutboxOptions } from './store/outbox.js';
+import type { DeliveryAttemptRecord } from './store/deliveries.js';
+import type { Notification } from './webhooks/notify.js';
+import { NotificationReconciler, type ReconcilerOptions } from './webhooks/reconciler.js';
+
+const NOTIFICATION_EVENTS = new Set(['status-update', 'end-of-call-report']);
 
 export interface Runtime {
   providers: Providers;
@@ -68,6 +76,10 @@ export interface Runtime {
   /** Deletes recordings older than RECORDING_RETENTION_DAYS; stopped by `close`. */
   recordingPruner: RecordingPruner;
   metrics: Metrics;
+  /** Database writes kept while PostgreSQL does not answer (DECISIONS 22). */
+  outbox: Outbox;
+  /** Re-queues the notifications the delivery queue lost (DECISIONS 22). */
+  reconciler: NotificationReconciler;
   /** Stops taking calls, lets live ones finish within `graceMs`, flushes webhooks. */
   close(graceMs?: number): Promise<void>;
 }
@@ -102,20 +114,57 @@ export interface RuntimeOptions {
    * Unset, none: the server's `main` starts it from SIP_PORT; tests that speak SIP ask for it.
    */
   sip?: { port: number; timers?: Partial<SipTimers> };
+  /** The outbox's flush period and bound (tests shorten the period). */
+  outbox?: Pick<OutboxOptions, 'flushEveryMs' | 'maxEntries'>;
+  /** When the reconciler counts a notification as lost, and how often it looks (tests shorten both). */
+  reconciler?: Pick<ReconcilerOptions, 'graceMs' | 'everyMs' | 'firstRunAfterMs'>;
+  /** How often the sweep of unfinished calls runs and the age it leaves alone (tests shorten both). */
+  sweep?: { everyMs?: number; minAgeMs?: number };
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   const providers = o.providers ?? createProviders(providerSettings(o.config));
   const deliveries = new DeliveryRepository(o.store.db);
+  const notifications = new NotificationRepository(o.store.db);
   let calls: CallService | null = null;
-  const metrics = new Metrics(() => calls?.liveCount() ?? 0);
+  let outbox: Outbox | null = null;
+  const metrics = new Metrics(() => calls?.liveCount() ?? 0, { outboxPending: () => outbox?.pending ?? 0 });
+  // the database writes a call cannot lose, kept while PostgreSQL does not answer (DECISIONS 22)
+  outbox = new Outbox({
+    logger: o.logger,
+    workerId: `o-${randomUUID()}`,
+    redisUrl: o.config.REDIS_URL,
+    dataDir: o.config.DATA_DIR,
+    onEvent: (event, kind) => metrics.outboxEvent(event, kind),
+    ...o.outbox,
+  });
+  const kept = outbox;
+  kept.register<DeliveryAttemptRecord>('attempt', (a) => deliveries.record(a));
+  kept.register<Notification>('notification', (n) => notifications.insert(n));
+  kept.register<string>('notification-done', (id) => notifications.done(id));
   const webhooks = new WebhookService({
     config: o.config,
     logger: o.logger.child({ component: 'webhooks' }),
-    recorder: metrics.countingRecorder(deliveries),
+    recorder: metrics.countingRecorder({
+      record: async (attempt) => {
+        await kept.submit('attempt', attempt.call_id, attempt);
+        // a notification's last attempt: it leaves the durable record of what must be delivered
+        if (attempt.outcome !== 'retrying' && NOTIFICATION_EVENTS.has(attempt.event)) {
+          await kept.submit('notification-done', attempt.call_id, attempt.message_id);
+        }
+      },
+    }),
+    durable: { record: async (n) => void (await kept.submit('notification', n.call_id, n)) },
     ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
   });
   await webhooks.start();
+  const reconciler = new NotificationReconciler({
+    db: o.store.db,
+    queue: webhooks.queue,
+    logger: o.logger,
+    onRequeued: (event) => metrics.webhookRequeued(event),
+    ...o.reconciler,
+  });
   const emails = new NotificationEmails({
     config: o.config,
     logger: o.logger.child({ component: 'emails' }),
@@ -123,8 +172,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...o.emails,
   });
   await emails.start();
-  const callStore = new LoggedCallStore(o.callStore ?? createCallStore(o.config.REDIS_URL), o.store.calls, o.logger);
-  const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }));
+  const callStore = new LoggedCallStore(o.callStore ?? createCallStore(o.config.REDIS_URL), o.store.calls, o.logger, kept);
+  const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }), kept);
+  // every writer is registered: what a stopped process kept is written from here on
+  await kept.start();
+  reconciler.start();
   // every call ends with exactly one status-update `ended`: that is where calls are counted
   const notifier: CallNotifier = {
     statusUpdate: (call, status, extra) => {
@@ -160,6 +212,9 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     resolver,
     logger: o.logger,
     onReplay: () => metrics.voiceWebhookReplayed(),
+    onSwept: (record) => metrics.callSwept(record.ended_reason ?? 'unknown'),
+    ...(o.sweep?.everyMs ? { sweepEveryMs: o.sweep.everyMs } : {}),
+    ...(o.sweep?.minAgeMs !== undefined ? { sweepMinAgeMs: o.sweep.minAgeMs } : {}),
     onTurnLatency: (latency) => {
       metrics.turn(latency);
       o.onTurnLatency?.(latency);
@@ -176,6 +231,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     logger: o.logger,
     publicUrl: o.config.PUBLIC_URL,
     watcher,
+    onUnavailable: () => metrics.callRefusedUnavailable('twilio'),
   });
   const web = new WebTelephony({ calls: service, logger: o.logger, watcher });
   let sip: SipTelephony | null = null;
@@ -266,9 +322,12 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     recordingPruner,
     keys,
     metrics,
+    outbox: kept,
+    reconciler,
     close(graceMs = 0) {
       closing ??= (async () => {
         // first, so that a prune under way is over (after its current batch) before the database closes
+        await reconciler.stop();
         await deliveryPruner.stop();
         await callLogPruner.stop();
         await recordingPruner.stop();
@@ -289,6 +348,8 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
           new Promise((r) => (timer = setTimeout(r, 4_000))),
         ]);
         clearTimeout(timer);
+        // what the outbox kept is written now if the database answers, else left for the next start
+        await kept.close();
         await webhooks.close();
         await emails.close();
         // lets the last call-log writes (the calls just ended) finish, then closes the sessions

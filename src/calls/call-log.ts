@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { hashDefinition } from '../../engine/compile.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { CallLogEntry, CallLogRepository } from '../store/calls.js';
+import type { Outbox } from '../store/outbox.js';
 import { RetentionPruner, type PrunerSettings } from '../store/retention.js';
 import { isGdprCall, type CallRecord, type CallStatus, type CallStore } from './store.js';
 
@@ -68,6 +69,38 @@ export function callLogEntry(record: CallRecord, definitionHash?: string | null)
   return entry;
 }
 
+/** A call as the log has it, as a record (no snapshot: for a call that will not run). */
+export function recordFromLog(e: CallLogEntry): CallRecord {
+  return {
+    id: e.id,
+    organization_id: e.organization_id,
+    type: e.type as CallRecord['type'],
+    status: e.status as CallRecord['status'],
+    number_id: e.number_id ?? '',
+    phone_number: e.phone_number ?? { number: '', name: null },
+    customer: e.customer ?? { number: '' },
+    answered_by: (e.answered_by ?? null) as CallRecord['answered_by'],
+    transport: e.transport,
+    transport_ids: { ...e.transport_ids },
+    assistant_id: e.assistant_id,
+    assistant: {},
+    workflow_id: e.workflow_id,
+    workflow_note: e.workflow_note,
+    definition: null,
+    engine: null,
+    current_node: e.current_node,
+    nodes_visited: [...e.nodes_visited],
+    messages: [...e.messages],
+    created_at: e.created_at,
+    started_at: e.started_at,
+    ended_at: e.ended_at,
+    ended_reason: e.ended_reason,
+    errors: [...e.errors],
+    worker_id: null,
+    heartbeat_at: null,
+  };
+}
+
 /** Calls whose last logged status this process remembers; beyond it, the oldest are forgotten (one extra write each). */
 const REMEMBERED_CALLS = 10_000;
 
@@ -83,13 +116,17 @@ export class LoggedCallStore implements CallStore {
     readonly sessions: CallStore,
     readonly callLog: CallLogRepository,
     logger: Logger,
+    /** Keeps the writes the database does not take during an outage (DECISIONS 22); none: logged and lost. */
+    private readonly outbox: Outbox | null = null,
   ) {
     this.log = logger.child({ component: 'call-log' });
+    outbox?.register<CallLogEntry>('call-log', (entry) => this.callLog.upsert(entry));
   }
 
+  /** The session first: a call the sessions refuse (Redis down) leaves no row behind in the log. */
   async create(record: CallRecord): Promise<void> {
-    this.write(record);
     await this.sessions.create(record);
+    this.write(record);
   }
 
   get(id: string): Promise<CallRecord | null> {
@@ -188,10 +225,14 @@ export class LoggedCallStore implements CallStore {
       if (this.logged.size > REMEMBERED_CALLS) this.logged.delete(this.logged.keys().next().value!);
     }
     const previous = this.tails.get(record.id) ?? Promise.resolve();
+    const upsert = () => (this.outbox ? this.outbox.submit('call-log', record.id, entry) : this.callLog.upsert(entry));
     const tail = previous.then(() =>
-      this.callLog.upsert(entry).catch((err: unknown) => {
-        this.log.error({ err, callId: record.id, status: entry.status }, 'could not write the call to the call log');
-      }),
+      upsert().then(
+        () => undefined,
+        (err: unknown) => {
+          this.log.error({ err, callId: record.id, status: entry.status }, 'could not write the call to the call log');
+        },
+      ),
     );
     this.tails.set(record.id, tail);
     void tail.finally(() => {

@@ -25,6 +25,9 @@ import type { TurnLatency } from './latency.js';
 import type { CallTransport } from './transport.js';
 import type { CallControl, CallControlMessage } from './control.js';
 import { builtInVariables, resolveVariables } from '../../engine/variables.js';
+import { isOutage, RETRY_AFTER_SECONDS } from '../store/outage.js';
+import type { LoggedCall } from '../store/calls.js';
+import { recordFromLog } from './call-log.js';
 
 /**
  * How the assistant for a number without one is found (the `assistant-request` exchange).
@@ -71,6 +74,12 @@ export interface CallServiceOptions {
   media?: CallMedia;
   /** The providers' keys this server has: a call that needs one it lacks is refused at start. */
   keys?: ProviderKeys;
+  /** A call the sweep ended (unfinished in the log, no live session anywhere). */
+  onSwept?(record: CallRecord): void;
+  /** How often the sweep of the call log runs (and once at start); default 60 s. */
+  sweepEveryMs?: number;
+  /** The sweep leaves calls younger than this alone; default 150 s (a call may ring that long). */
+  sweepMinAgeMs?: number;
 }
 
 /** An inbound call as its transport has it, before anything is decided. */
@@ -95,6 +104,12 @@ export type InboundOutcome =
   | { kind: 'replay'; callId: string }
   /** The process is shutting down. */
   | { kind: 'busy' };
+
+/**
+ * `openInboundUnlessDown`: also `unavailable` when the database or Redis did not answer (DECISIONS
+ * 22): nothing was picked up; the transport refuses the call (Twilio `<Reject>`, SIP 503).
+ */
+export type InboundDecision = InboundOutcome | { kind: 'unavailable'; retryAfterSeconds: number };
 
 /** Whose call it is, and the workflow it runs unless told otherwise: a number, or a web call's own. */
 export interface CallOwner {
@@ -124,6 +139,8 @@ const STREAM_TOKEN_SECONDS = 120;
 /** A web call's token: the browser has the URL at once (DECISIONS 14). */
 export const WEB_TOKEN_SECONDS = 60;
 const HEARTBEAT_MS = 5_000;
+/** The sweep leaves younger calls alone: a call can ring this long before its media connects. */
+const SWEEP_MIN_AGE_MS = 150_000;
 /**
  * How long a carrier's call id stays taken: a replay of a signed voice webhook within it
  * makes no call (Twilio's signature has no timestamp). As long as call sessions are kept; the
@@ -136,6 +153,8 @@ export class CallService {
   private readonly live = new Map<string, ActiveCall>();
   private accepting = true;
   private heartbeat: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private sweeping: Promise<number> | null = null;
   private readonly log: Logger;
 
   constructor(private readonly o: CallServiceOptions) {
@@ -151,6 +170,10 @@ export class CallService {
     this.heartbeat = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.heartbeat.unref();
     await this.o.control?.subscribe((callId, message) => this.controlled(callId, message));
+    // calls a stopped process left unfinished in the log are ended now, then every minute
+    await this.sweepOrphans();
+    this.sweepTimer = setInterval(() => void this.sweepOrphans(), this.o.sweepEveryMs ?? 60_000);
+    this.sweepTimer.unref();
   }
 
   /** The live call of this process with that id, if it runs here. */
@@ -176,6 +199,20 @@ export class CallService {
   /** Whether new calls are taken (not while shutting down). */
   isAccepting(): boolean {
     return this.accepting;
+  }
+
+  /**
+   * `openInbound`, with an outage (database or Redis not answering) as `unavailable` instead of
+   * an error: the transport refuses the call before pickup (Twilio `<Reject>`, SIP 503).
+   */
+  async openInboundUnlessDown(inbound: InboundCall): Promise<InboundDecision> {
+    try {
+      return await this.openInbound(inbound);
+    } catch (err) {
+      if (!isOutage(err)) throw err;
+      this.log.warn({ err, numberId: inbound.number.id, transport: inbound.transport }, 'call refused before pickup: the database or Redis does not answer');
+      return { kind: 'unavailable', retryAfterSeconds: RETRY_AFTER_SECONDS };
+    }
   }
 
   /**
@@ -253,8 +290,9 @@ export class CallService {
     );
     if (refused) return { kind: 'rejected', details: refused.errors };
     const secret = randomBytes(24).toString('base64url');
-    await this.o.calls.create(record);
+    // the token first: when Redis refuses either write, nothing of the call is left behind
     await this.o.calls.putStreamToken(record.id, secret, WEB_TOKEN_SECONDS);
+    await this.o.calls.create(record);
     void this.o.notifier.statusUpdate(record, 'ringing');
     this.log.info({ callId: record.id, assistantId: record.assistant_id, workflowId: record.workflow_id, transport: 'web' }, 'web call made');
     return { kind: 'accepted', record, token: `${record.id}.${secret}` };
@@ -527,6 +565,71 @@ export class CallService {
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
+    await this.sweeping;
+  }
+
+  /**
+   * The sweep (DECISIONS 22): calls the log has as not over, with no live session anywhere (their
+   * process stopped and Redis, or the embedded default's memory, lost them) are ended with their
+   * status-update and report: `worker-lost` once started, `customer-ended-call` when their media
+   * never connected. Only calls older than a ringing call can live are looked at; a session that
+   * cannot be read (Redis down) stops the run. How many it ended; never throws.
+   */
+  sweepOrphans(): Promise<number> {
+    this.sweeping ??= this.sweep()
+      .catch((err: unknown) => {
+        if (isOutage(err)) this.log.info({ err }, 'call sweep: the database or Redis does not answer; trying again later');
+        else this.log.error({ err }, 'call sweep failed');
+        return 0;
+      })
+      .finally(() => (this.sweeping = null));
+    return this.sweeping;
+  }
+
+  private async sweep(): Promise<number> {
+    let n = 0;
+    const before = new Date(Date.now() - (this.o.sweepMinAgeMs ?? SWEEP_MIN_AGE_MS));
+    for (const logged of await this.o.store.calls.unfinished(before)) {
+      if (this.live.has(logged.id)) continue;
+      if (await this.o.calls.get(logged.id)) continue; // a session: the stale check looks after it
+      if (await this.finishOrphan(logged)) n++;
+    }
+    return n;
+  }
+
+  /**
+   * Ends one call the log has as not over and no process has (a ringing one with `ringingReason`):
+   * null when another process did first.
+   */
+  async finishOrphan(logged: LoggedCall, ringingReason = 'customer-ended-call'): Promise<CallRecord | null> {
+    const record = recordFromLog(logged);
+    const neverConnected = logged.status === 'ringing';
+    const reason = neverConnected ? ringingReason : 'worker-lost';
+    const end = {
+      ended_reason: reason,
+      ended_at: new Date().toISOString(),
+      errors: [
+        ...record.errors,
+        neverConnected
+          ? 'the media stream never connected (the call session was lost)'
+          : 'the process running the call stopped and its call session was lost',
+      ],
+    };
+    if (!(await this.o.store.calls.endIf(logged.id, logged.status, end))) return null;
+    Object.assign(record, end, { status: 'ended' as const });
+    // the webhook target: the assistant as it is now (the call's snapshot went with its session)
+    if (record.assistant_id) {
+      const assistant = await this.o.store.assistants.get(record.organization_id, record.assistant_id).catch(() => null);
+      if (assistant) record.assistant = effectiveAssistant(assistant.fields) as unknown as Record<string, unknown>;
+    }
+    this.log.warn({ callId: record.id, endedReason: reason, status: logged.status }, 'ended a call left unfinished with no live session anywhere');
+    this.o.onSwept?.(record);
+    await this.o.notifier.statusUpdate(record, 'ended', { ended_reason: reason });
+    await this.o.notifier.endOfCallReport(record);
+    this.o.onCallEnded?.(record);
+    return record;
   }
 
   /** Queues the `status-update` `ended` of a call that never went live, then its report. */

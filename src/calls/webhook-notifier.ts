@@ -19,10 +19,22 @@ import {
   type CallContext,
   type CompleteChat,
   type EndedReason,
+  type EndOfCallReportMessage,
+  type StatusUpdateMessage,
+  type WebhookBody,
 } from '../webhooks/envelope.js';
+import type { NotificationEvent } from '../webhooks/notify.js';
+import type { Outbox } from '../store/outbox.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from './notifier.js';
 import type { AssistantResolution, AssistantResolver } from './service.js';
 import { isGdprCall, type CallRecord, type CallStatus } from './store.js';
+
+/** A notification whose target is found when it is sent (kept in the outbox while the database is down). */
+interface PendingNotify {
+  call: Pick<CallRecord, 'id' | 'organization_id' | 'number_id'> & { assistant: Record<string, unknown> };
+  event: NotificationEvent;
+  body: WebhookBody<StatusUpdateMessage | EndOfCallReportMessage>;
+}
 
 const context = (call: Pick<CallRecord, 'id' | 'type' | 'status' | 'phone_number' | 'customer'>): CallContext => ({
   call: { id: call.id, type: call.type, status: call.status },
@@ -43,7 +55,10 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     private readonly store: Store,
     private readonly providers: Providers,
     private readonly logger: Logger,
-  ) {}
+    private readonly outbox: Outbox | null = null,
+  ) {
+    outbox?.register<PendingNotify>('notify', (p) => this.deliver(p));
+  }
 
   private async levels(call: CallRecord) {
     const [number, account] = await Promise.all([
@@ -90,8 +105,6 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     extra: { ended_reason?: string; errors?: string[]; destination?: string },
   ): Promise<void> {
     try {
-      const { number, account, assistant } = await this.levels(call);
-      const target = resolveWebhookTarget({ event: 'status-update', assistant, number, account });
       const body = statusUpdateMessage(context(call), {
         status,
         ended_reason: (extra.ended_reason ?? null) as EndedReason | null,
@@ -99,10 +112,40 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
       const message = body.message as typeof body.message & { errors?: string[]; destination?: string };
       if (extra.errors && extra.errors.length > 0) message.errors = extra.errors;
       if (extra.destination) message.destination = extra.destination;
-      await this.webhooks.notify({ organizationId: call.organization_id, callId: call.id, target, body });
+      await this.send(call, 'status-update', body);
     } catch (err) {
       this.logger.error({ err, callId: call.id }, 'status-update could not be queued');
     }
+  }
+
+  /**
+   * Finds the message's target and queues it. Through the outbox when there is one: while the
+   * database (numbers, account) does not answer, the message is kept, in the call's order, and
+   * sent once it does (DECISIONS 22).
+   */
+  private async send(call: CallRecord, event: NotificationEvent, body: WebhookBody<StatusUpdateMessage | EndOfCallReportMessage>): Promise<void> {
+    const assistant = call.assistant as Partial<EffectiveAssistant> | null;
+    const pending: PendingNotify = {
+      call: {
+        id: call.id,
+        organization_id: call.organization_id,
+        number_id: call.number_id,
+        assistant:
+          assistant && assistant.webhook_url !== undefined
+            ? { webhook_url: assistant.webhook_url, webhook_secret: assistant.webhook_secret, webhook_events: assistant.webhook_events }
+            : {},
+      },
+      event,
+      body,
+    };
+    if (this.outbox) await this.outbox.submit('notify', call.id, pending);
+    else await this.deliver(pending);
+  }
+
+  private async deliver(p: PendingNotify): Promise<void> {
+    const { number, account, assistant } = await this.levels(p.call as unknown as CallRecord);
+    const target = resolveWebhookTarget({ event: p.event, assistant, number, account });
+    await this.webhooks.notify({ organizationId: p.call.organization_id, callId: p.call.id, target, body: p.body });
   }
 
   endOfCallReport(call: CallRecord): Promise<void> {
@@ -111,8 +154,6 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
 
   private async queueEndOfCallReport(call: CallRecord): Promise<void> {
     try {
-      const { number, account, assistant } = await this.levels(call);
-      const target = resolveWebhookTarget({ event: 'end-of-call-report', assistant, number, account });
       const effective = call.assistant as unknown as EffectiveAssistant;
       // a call rejected before pickup has nothing to analyse
       const hasAssistant = call.started_at !== null && !!effective && typeof effective === 'object' && 'analysis_plan' in effective;
@@ -136,8 +177,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
       // the call log keeps the structured data whether or not a webhook receives the report
       const analysis = (body.message as { analysis?: { structured_data?: unknown } }).analysis;
       if (analysis?.structured_data !== undefined) call.structured_data = analysis.structured_data;
-      if (!target) return;
-      await this.webhooks.notify({ organizationId: call.organization_id, callId: call.id, target, body });
+      await this.send(call, 'end-of-call-report', body);
     } catch (err) {
       this.logger.error({ err, callId: call.id }, 'end-of-call-report could not be queued');
     }

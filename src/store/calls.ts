@@ -309,6 +309,32 @@ export class CallLogRepository {
     };
   }
 
+  /**
+   * Calls the log has as not yet over (`ringing`, `in-progress`, `forwarding`), created before
+   * `before`, oldest first: the sweep (DECISIONS 22) ends those no process looks after.
+   */
+  async unfinished(before: Date, limit = 200): Promise<LoggedCall[]> {
+    const { rows } = await this.db.query<CallRow>(
+      `SELECT ${COLUMNS} FROM calls WHERE status IN ('ringing', 'in-progress', 'forwarding') AND created_at < $1
+        ORDER BY created_at LIMIT $2`,
+      [before.toISOString(), limit],
+    );
+    return rows.map(toLoggedCall);
+  }
+
+  /**
+   * Ends a call in the log only if it still has status `expected`: one process wins when several
+   * sweep at once. True when this one did.
+   */
+  async endIf(id: string, expected: string, end: { ended_reason: string; ended_at: string; errors: string[] }): Promise<boolean> {
+    const { rows } = await this.db.query<{ id: string }>(
+      `UPDATE calls SET status = 'ended', ended_reason = $3, ended_at = $4, errors = $5::jsonb, updated_at = now()
+        WHERE id = $1 AND status = $2 RETURNING id`,
+      [id, expected, end.ended_reason, end.ended_at, json(end.errors)],
+    );
+    return rows.length > 0;
+  }
+
   /** Calls created more than `retentionDays` whole days ago are deleted (0: none). */
   prune(retentionDays: number, options: { now?: number; batchSize?: number; shouldStop?: () => boolean } = {}): Promise<number> {
     if (!Number.isInteger(retentionDays) || retentionDays < 0) {

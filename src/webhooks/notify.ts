@@ -44,6 +44,8 @@ export interface Notification {
   body: string;
   /** Unix ms when it was queued. */
   created_at: number;
+  /** Attempts already made before it was queued again (the reconciler, after the queue lost it). */
+  attempts?: number;
 }
 
 /** Where attempts are written (the delivery repository in production). */

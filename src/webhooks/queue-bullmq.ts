@@ -148,6 +148,20 @@ export class BullMqDeliveryQueue implements DeliveryQueue {
     await this.queue.add('chain', { call_id: callId, head_id: null, attempts: 0 }, { jobId: ownerId });
   }
 
+  /**
+   * Whether the queue still has the message (its chain holds it and the chain's job exists; a
+   * missing or failed job is put back, as at start-up). False after a Redis restart lost it.
+   */
+  async holds(n: Notification): Promise<boolean> {
+    const [items, ownerId] = await Promise.all([this.redis.lrange(this.chainKey(n.call_id), 0, -1), this.redis.get(this.ownerKey(n.call_id))]);
+    if (!items.some((raw) => (JSON.parse(raw) as Notification).id === n.id)) return false;
+    if (!ownerId) return false;
+    const job = await this.queue.getJob(ownerId);
+    if (!job) await this.addChainJob(n.call_id, ownerId);
+    else if (await job.isFailed()) await job.retry();
+    return true;
+  }
+
   /** A chain whose owner job does not exist (crash between RPUSH and add) gets it re-added. */
   private async recoverOrphanChains(): Promise<void> {
     let cursor = '0';
@@ -179,7 +193,7 @@ export class BullMqDeliveryQueue implements DeliveryQueue {
       const head = JSON.parse(raw) as Notification;
       if (head.id !== headId) {
         headId = head.id;
-        attempts = 0;
+        attempts = head.attempts ?? 0;
       }
       attempts += 1;
       const result = await this.sender.attempt(head, attempts);

@@ -20,6 +20,8 @@ export interface DeliveryQueue {
   start(): Promise<void>;
   /** Stops: lets attempts in flight finish, keeps (Redis) or drops (in process) the rest. */
   close(): Promise<void>;
+  /** Whether the message is still queued (the reconciler re-queues it when not). */
+  holds(notification: Notification): Promise<boolean>;
 }
 
 export interface DeliveryQueueOptions {
@@ -36,6 +38,8 @@ export interface DeliveryQueueOptions {
 
 interface Chain {
   items: Notification[];
+  /** The message `attempts` counts for. */
+  headId: string | null;
   /** Attempts made so far on the head. */
   attempts: number;
   timer: unknown;
@@ -64,11 +68,15 @@ export class InProcessDeliveryQueue implements DeliveryQueue {
     if (this.closed) throw new Error('the delivery queue is closed');
     let chain = this.chains.get(notification.call_id);
     if (!chain) {
-      chain = { items: [], attempts: 0, timer: null, running: false };
+      chain = { items: [], headId: null, attempts: 0, timer: null, running: false };
       this.chains.set(notification.call_id, chain);
     }
     chain.items.push(notification);
     if (chain.items.length === 1) this.markReady(notification.call_id);
+  }
+
+  async holds(notification: Notification): Promise<boolean> {
+    return !!this.chains.get(notification.call_id)?.items.some((n) => n.id === notification.id);
   }
 
   async start(): Promise<void> {
@@ -137,6 +145,10 @@ export class InProcessDeliveryQueue implements DeliveryQueue {
     const head = chain?.items[0];
     if (!chain || !head || chain.running) return;
     chain.running = true;
+    if (chain.headId !== head.id) {
+      chain.headId = head.id;
+      chain.attempts = head.attempts ?? 0;
+    }
     chain.attempts += 1;
     let result;
     try {

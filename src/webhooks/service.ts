@@ -18,7 +18,7 @@ import {
   type ToolCallResult,
 } from './exchanges.js';
 import { WebhookHttpClient, type ResolveHost } from './http.js';
-import { createNotification, type DeliveryRecorder } from './notify.js';
+import { createNotification, type DeliveryRecorder, type Notification } from './notify.js';
 import { BullMqDeliveryQueue } from './queue-bullmq.js';
 import { InProcessDeliveryQueue, type DeliveryQueue, type DeliveryQueueOptions } from './queue.js';
 import type { WebhookTarget } from './target.js';
@@ -32,6 +32,11 @@ export interface WebhookServiceOptions {
   /** BullMQ queue name (Redis only). */
   queueName?: string;
   resolve?: ResolveHost;
+  /**
+   * Where a notification is recorded before it is queued (DECISIONS 22: the database, through the
+   * outbox while it is down); the reconciler re-queues what the queue loses from there.
+   */
+  durable?: { record(notification: Notification): Promise<void> } | null;
 }
 
 /** BullMQ when REDIS_URL is set, in process otherwise (DECISIONS 1). */
@@ -51,9 +56,11 @@ export class WebhookService {
   private readonly recorder: DeliveryRecorder | null;
   private readonly clock: Clock | undefined;
   private readonly pendingAsync = new Set<Promise<void>>();
+  private readonly durable: WebhookServiceOptions['durable'];
 
   constructor(options: WebhookServiceOptions) {
     this.logger = options.logger;
+    this.durable = options.durable ?? null;
     this.recorder = options.recorder ?? null;
     this.clock = options.clock;
     this.http = new WebhookHttpClient({
@@ -81,15 +88,16 @@ export class WebhookService {
     body: WebhookBody<StatusUpdateMessage | EndOfCallReportMessage>;
   }): Promise<void> {
     if (!input.target) return;
-    await this.queue.enqueue(
-      createNotification({
-        organizationId: input.organizationId,
-        callId: input.callId,
-        target: input.target,
-        body: input.body,
-        now: this.clock?.now(),
-      }),
-    );
+    const notification = createNotification({
+      organizationId: input.organizationId,
+      callId: input.callId,
+      target: input.target,
+      body: input.body,
+      now: this.clock?.now(),
+    });
+    // recorded first: whatever happens to the queue, the message is not lost
+    await this.durable?.record(notification);
+    await this.queue.enqueue(notification);
   }
 
   requestAssistant(

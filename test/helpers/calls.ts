@@ -92,11 +92,13 @@ export const callKinds = [
 
 export async function startCallingServer(
   env: Record<string, string> = {},
-  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness' | 'emails' | 'sip'> = {},
+  runtimeOptions: Pick<RuntimeOptions, 'mediaLiveness' | 'emails' | 'sip' | 'outbox' | 'reconciler' | 'sweep'> = {},
   /** `logTo`: the server's log lines go there (at `logLevel`, default LOG_LEVEL) instead of stdout. */
   logging: { logTo?: DestinationStream; logLevel?: string } = {},
+  /** The database to run on (the outage tests' own, behind a proxy they cut); default a fresh one. */
+  database?: TestDb,
 ): Promise<CallingServer> {
-  const testDb: TestDb = await createTestDb(defaultDbKind());
+  const testDb: TestDb = database ?? (await createTestDb(defaultDbKind()));
   // recordings (and anything else kept on disk) go to a folder of this server's own
   const dataDir = await mkdtemp(join(tmpdir(), 'sb-calls-'));
   const store = createStore(testDb.db);
