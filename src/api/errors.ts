@@ -8,6 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { z } from 'zod';
 import { formatZodIssues } from '../../engine/validate.js';
 import { ConflictError, InUseError, UnknownReferenceError } from '../store/errors.js';
+import { isOutage, RETRY_AFTER_SECONDS } from '../store/outage.js';
 
 export interface ErrorBody {
   error: string;
@@ -80,7 +81,9 @@ export function registerErrorHandler(app: FastifyInstance): void {
 
 function sendError(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const apiError = toApiError(err, request);
-  if (apiError.statusCode >= 500) {
+  if (apiError.statusCode === 503) {
+    request.log.warn({ err }, 'request refused: the database or Redis does not answer');
+  } else if (apiError.statusCode >= 500) {
     request.log.error({ err }, 'request failed');
   } else {
     request.log.info({ status: apiError.statusCode, error: apiError.error }, 'request refused');
@@ -129,8 +132,15 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
   socket.destroy(err);
 }
 
+/** 503 while the database or Redis does not answer (DECISIONS 2, 22): nothing was done; try again. */
+export const unavailable = () =>
+  new ApiError(503, 'Unavailable', 'The database or the queue is not reachable right now; nothing was done. Try again shortly.', undefined, {
+    'Retry-After': String(RETRY_AFTER_SECONDS),
+  });
+
 function toApiError(err: unknown, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
+  if (isOutage(err)) return unavailable();
   if (err instanceof InUseError) {
     const count = err.numbers.length;
     return inUse(

@@ -164,7 +164,8 @@ await db.close();`;
 export async function openDb(options: OpenDbOptions): Promise<Db> {
   let db: Db;
   if (options.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    // a database that does not answer is an outage in seconds (503, the outbox), not a request that hangs
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5_000 });
     // an idle client's error (server restart) must not crash the process
     pool.on('error', () => undefined);
     db = new PostgresDb(pool);

@@ -14,6 +14,7 @@ import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
 import type { AccountSettings } from '../../store/account.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
 import type { Store } from '../../store/index.js';
+import { isOutage } from '../../store/outage.js';
 import { callRunner, PendingMarks, socketMonitor, StreamWatcher } from '../liveness.js';
 import { clearMessage, markMessage, mediaAudio, mediaSender, parseTwilioMessage } from './media-protocol.js';
 import { TwilioRestError, type TwilioRest } from './rest.js';
@@ -44,6 +45,8 @@ export interface TwilioTelephonyOptions {
   /** The address Twilio reaches: the TwiML stream URL and the URL Twilio signs. */
   publicUrl: string;
   watcher: StreamWatcher;
+  /** A call refused before pickup because the database or Redis did not answer (for /metrics). */
+  onUnavailable?(): void;
 }
 
 export type VoiceWebhookResult =
@@ -79,8 +82,22 @@ export class TwilioTelephony implements OutboundCarrier {
   // ------------------------------------------------------------------------------------------
   // the voice webhook
 
-  /** `POST /telephony/twilio/voice`: verified, then answered with TwiML. */
+  /**
+   * `POST /telephony/twilio/voice`: verified, then answered with TwiML. While the database or
+   * Redis does not answer, the call is refused before pickup (`<Reject>`, DECISIONS 22).
+   */
   async voice(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
+    try {
+      return await this.answerVoice(url, params, signature);
+    } catch (err) {
+      if (!isOutage(err)) throw err;
+      this.log.warn({ err }, 'call refused before pickup: the database or Redis does not answer');
+      this.o.onUnavailable?.();
+      return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
+    }
+  }
+
+  private async answerVoice(url: string, params: FormParams, signature: string | undefined): Promise<VoiceWebhookResult> {
     const str = (name: string) => formValue(params, name);
     const to = str('To');
     const number = await this.o.store.numbers.findByNumber(to);
@@ -98,7 +115,7 @@ export class TwilioTelephony implements OutboundCarrier {
     const accountSid = str('AccountSid');
     if (!callSid || !accountSid) return { status: 400, message: 'CallSid and AccountSid are required' };
 
-    const outcome = await this.o.calls.openInbound({
+    const outcome = await this.o.calls.openInboundUnlessDown({
       number,
       account,
       customerNumber: str('From'),
@@ -108,6 +125,9 @@ export class TwilioTelephony implements OutboundCarrier {
     });
     switch (outcome.kind) {
       case 'busy':
+        return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
+      case 'unavailable':
+        this.o.onUnavailable?.();
         return { status: 200, twiml: rejectTwiml('busy'), callId: '' };
       case 'replay':
         return { status: 200, twiml: rejectTwiml(), callId: outcome.callId };
