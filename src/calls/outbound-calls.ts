@@ -9,7 +9,7 @@ import type { AssistantFields } from '../../engine/assistant.js';
 import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
 import type { PhoneNumber } from '../store/numbers.js';
-import type { CallLogEntry } from '../store/calls.js';
+import { recordFromLog } from './call-log.js';
 import type { CallControl } from './control.js';
 import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
@@ -66,38 +66,6 @@ export type EndOutcome =
   | { kind: 'ending'; call: CallRecord }
   | { kind: 'already-ended'; call: CallRecord }
   | { kind: 'not-found' };
-
-/** A call as the log has it, as a record (no snapshot: for a call that will not run). */
-function recordFromLog(e: CallLogEntry): CallRecord {
-  return {
-    id: e.id,
-    organization_id: e.organization_id,
-    type: e.type as CallRecord['type'],
-    status: e.status as CallRecord['status'],
-    number_id: e.number_id ?? '',
-    phone_number: e.phone_number ?? { number: '', name: null },
-    customer: e.customer ?? { number: '' },
-    answered_by: (e.answered_by ?? null) as CallRecord['answered_by'],
-    transport: e.transport,
-    transport_ids: { ...e.transport_ids },
-    assistant_id: e.assistant_id,
-    assistant: {},
-    workflow_id: e.workflow_id,
-    workflow_note: e.workflow_note,
-    definition: null,
-    engine: null,
-    current_node: e.current_node,
-    nodes_visited: [...e.nodes_visited],
-    messages: [...e.messages],
-    created_at: e.created_at,
-    started_at: e.started_at,
-    ended_at: e.ended_at,
-    ended_reason: e.ended_reason,
-    errors: [...e.errors],
-    worker_id: null,
-    heartbeat_at: null,
-  };
-}
 
 /** How long Twilio rings before `no-answer`. */
 export const RING_TIMEOUT_SECONDS = 30;
@@ -387,6 +355,13 @@ export class OutboundCalls {
         await this.o.calls.create(recordFromLog(logged));
         const ended = await this.o.service.endUnanswered(callId, 'canceled');
         if (ended) return { kind: 'ended', call: ended };
+      }
+      // unfinished in the log with no session anywhere (its session was lost): it ends now
+      if (logged.status === 'ringing' || logged.status === 'in-progress' || logged.status === 'forwarding') {
+        const ended = await this.o.service.finishOrphan(logged, logged.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call');
+        if (ended) return { kind: 'ended', call: ended };
+        const now = await this.o.store.calls.get(organizationId, callId);
+        if (now) return { kind: 'already-ended', call: recordFromLog(now) };
       }
       return { kind: 'already-ended', call: recordFromLog(logged) };
     }
