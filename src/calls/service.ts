@@ -169,7 +169,10 @@ export class CallService {
     if (this.heartbeat) return;
     this.heartbeat = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.heartbeat.unref();
-    await this.o.control?.subscribe((callId, message) => this.controlled(callId, message));
+    await this.o.control?.subscribe(
+      (callId, message) => this.controlled(callId, message),
+      () => this.live.keys(),
+    );
     // calls a stopped process left unfinished in the log are ended now, then every minute
     await this.sweepOrphans();
     this.sweepTimer = setInterval(() => void this.sweepOrphans(), this.o.sweepEveryMs ?? 60_000);
