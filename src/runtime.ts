@@ -213,6 +213,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     logger: o.logger,
     onReplay: () => metrics.voiceWebhookReplayed(),
     onSwept: (record) => metrics.callSwept(record.ended_reason ?? 'unknown'),
+    sharedSessions: !!o.config.REDIS_URL,
     ...(o.sweep?.everyMs ? { sweepEveryMs: o.sweep.everyMs } : {}),
     ...(o.sweep?.minAgeMs !== undefined ? { sweepMinAgeMs: o.sweep.minAgeMs } : {}),
     onTurnLatency: (latency) => {

@@ -175,6 +175,10 @@ export class LoggedCallStore implements CallStore {
     return this.sessions.heartbeat(workerId, callIds);
   }
 
+  lastHeartbeat(callId: string): Promise<string | null> {
+    return this.sessions.lastHeartbeat(callId);
+  }
+
   findStale(staleMs: number): Promise<CallRecord[]> {
     return this.sessions.findStale(staleMs);
   }

@@ -358,6 +358,12 @@ export class OutboundCalls {
       }
       // unfinished in the log with no session anywhere (its session was lost): it ends now
       if (logged.status === 'ringing' || logged.status === 'in-progress' || logged.status === 'forwarding') {
+        // started, with sessions shared (Redis): its process may still run it after a Redis
+        // restart. The word waits for it; if no process does, the sweep ends it (worker-lost)
+        if (logged.status !== 'ringing' && this.o.service.sharesSessions) {
+          await this.o.control.send(callId, { kind: 'end' });
+          return { kind: 'ending', call: recordFromLog(logged) };
+        }
         const ended = await this.o.service.finishOrphan(logged, logged.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call');
         if (ended) return { kind: 'ended', call: ended };
         const now = await this.o.store.calls.get(organizationId, callId);

@@ -80,6 +80,11 @@ export interface CallServiceOptions {
   sweepEveryMs?: number;
   /** The sweep leaves calls younger than this alone; default 150 s (a call may ring that long). */
   sweepMinAgeMs?: number;
+  /**
+   * Sessions other processes share (Redis): the sweep ends a call only once it has been without a
+   * session and a heartbeat for a stale period. In process, none of another run can be alive.
+   */
+  sharedSessions?: boolean;
 }
 
 /** An inbound call as its transport has it, before anything is decided. */
@@ -155,6 +160,8 @@ export class CallService {
   private heartbeat: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
   private sweeping: Promise<number> | null = null;
+  /** Calls the sweep found without a session or a heartbeat, and when it first did (shared sessions). */
+  private readonly suspects = new Map<string, number>();
   private readonly log: Logger;
 
   constructor(private readonly o: CallServiceOptions) {
@@ -593,13 +600,40 @@ export class CallService {
 
   private async sweep(): Promise<number> {
     let n = 0;
+    const staleMs = (this.o.staleSeconds ?? 20) * 1000;
     const before = new Date(Date.now() - (this.o.sweepMinAgeMs ?? SWEEP_MIN_AGE_MS));
     for (const logged of await this.o.store.calls.unfinished(before)) {
       if (this.live.has(logged.id)) continue;
       if (await this.o.calls.get(logged.id)) continue; // a session: the stale check looks after it
+      // no session, but its process still beats for it (Redis restarted under a live call)
+      if (await this.beatsFor(logged.id)) continue;
+      if (this.o.sharedSessions) {
+        // another process may run it and beat within 5 s of a Redis restart: only a call still
+        // without a session or a heartbeat a stale period after it was first seen so is ended
+        const first = this.suspects.get(logged.id);
+        if (first === undefined) {
+          this.suspects.set(logged.id, Date.now());
+          continue;
+        }
+        if (Date.now() - first < staleMs) continue;
+      }
+      this.suspects.delete(logged.id);
       if (await this.finishOrphan(logged)) n++;
     }
+    // forget suspects that turned out alive or ended elsewhere
+    for (const [id, at] of this.suspects) if (Date.now() - at > 10 * staleMs) this.suspects.delete(id);
     return n;
+  }
+
+  /** Whether other processes share the call sessions (Redis): a call without one here may run elsewhere. */
+  get sharesSessions(): boolean {
+    return !!this.o.sharedSessions;
+  }
+
+  /** Whether a process said the call is alive less than a stale period ago. */
+  async beatsFor(callId: string): Promise<boolean> {
+    const beat = await this.o.calls.lastHeartbeat(callId);
+    return !!beat && Date.now() - Date.parse(beat) < (this.o.staleSeconds ?? 20) * 1000;
   }
 
   /**

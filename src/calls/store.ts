@@ -150,6 +150,11 @@ export interface CallStore {
   claimTransportCall(key: string, callId: string, ttlSeconds: number): Promise<string | null>;
   /** Marks the calls of a worker as alive now. */
   heartbeat(workerId: string, callIds: string[]): Promise<void>;
+  /**
+   * When a process last said the call is alive (null: never, or the store lost it): a call
+   * whose session a Redis restart lost but whose process still runs it says so within 5 s.
+   */
+  lastHeartbeat(callId: string): Promise<string | null>;
   /** Live calls whose worker has not said it is alive for `staleMs`. */
   findStale(staleMs: number): Promise<CallRecord[]>;
   /** Takes a stale call over for finalization; only one process wins. */
@@ -348,6 +353,9 @@ export class MemoryCallStore implements CallStore {
       if (e && e.head.worker_id === workerId) e.head.heartbeat_at = now;
     }
   }
+  async lastHeartbeat(callId: string) {
+    return this.calls.get(callId)?.head.heartbeat_at ?? null;
+  }
   async findStale(staleMs: number) {
     const now = Date.now();
     return [...this.calls.values()].filter((e) => isStale(headOf(e), staleMs, now)).map(memoryRecord);
@@ -523,6 +531,10 @@ export class RedisCallStore implements CallStore {
     const m = this.redis.multi();
     for (const id of callIds) m.set(this.key('call-hb', id), `${now} ${workerId}`, 'EX', this.retentionSeconds);
     await m.exec();
+  }
+
+  lastHeartbeat(callId: string): Promise<string | null> {
+    return this.heartbeatOf(callId);
   }
 
   private async heartbeatOf(id: string): Promise<string | null> {

@@ -75,7 +75,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
       await proxy?.restore().catch(() => undefined);
       await server.close();
     });
-    return { redis, proxy, server };
+    return { redis, proxy, server, db };
   }
 
   it('notifications waiting for a retry when Redis restarts (no persistence) all arrive once the receiver answers', async () => {
@@ -192,6 +192,35 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     expect(ended.json.call).toMatchObject({ id: callId, status: 'ended', ended_reason: 'api-ended-call' });
     expect((await server.store.calls.get(server.orgId, callId))?.status).toBe('ended');
     await eventually('its report', () => receivedMessages(server.receiver, 'end-of-call-report').some((m) => m.call.id === callId));
+  });
+
+  it('a live call survives a Redis restart: another process sweeping does not end it, and POST /calls/{id}/end sent as Redis comes back ends it', async () => {
+    const { redis, server, db } = await setUp();
+    // a second process on the same database and Redis, sweeping all the time
+    const again = await openDb({ databaseUrl: db.url! });
+    const other = await startCallingServer({ REDIS_URL: redis.url }, { sweep: { everyMs: 200, minAgeMs: 0 } }, {}, { db: again, url: db.url, drop: () => again.close() });
+    cleanups.push(() => other.close());
+    const assistantId = await server.createAssistant();
+    const browser = new WebCaller({ baseUrl: server.baseUrl, apiKey: server.key });
+    cleanups.push(() => browser.close());
+    const callId = await browser.start({ assistant_id: assistantId });
+    await eventually('the call in progress', () => server.runtime.calls.liveCall(callId));
+    await eventually('its log row in progress', async () => (await server.store.calls.get(server.orgId, callId))?.status === 'in-progress');
+
+    await redis.restart(); // the call's session is gone; its process still runs it
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(server.runtime.calls.liveCall(callId)).toBeDefined();
+    expect((await server.store.calls.get(server.orgId, callId))?.status).toBe('in-progress');
+    expect(receivedMessages(server.receiver).filter((m) => m.call?.id === callId && m.status === 'ended')).toEqual([]);
+
+    // the end reaches the other process while the call's process is still reconnecting
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 1_500));
+    await redis.start();
+    const end = await other.app.inject({ method: 'POST', url: `/calls/${callId}/end`, headers: { authorization: `Bearer ${server.key}` } });
+    expect(end.statusCode, end.body).toBe(202);
+    await eventually('the call ended by the API', async () => (await server.store.calls.get(server.orgId, callId))?.ended_reason === 'api-ended-call', 15_000);
+    expect(server.runtime.calls.liveCall(callId)).toBeUndefined();
   });
 });
 
