@@ -24,6 +24,7 @@ export class Metrics {
   private readonly outbox: Counter<'event' | 'kind'>;
   private readonly swept: Counter<'ended_reason'>;
   private readonly refused: Counter<'transport'>;
+  private readonly dialRequeues: Counter;
 
   constructor(liveCalls: () => number, options: { processMetrics?: boolean; outboxPending?: () => number } = {}) {
     const registers = [this.registry];
@@ -99,6 +100,11 @@ export class Metrics {
       labelNames: ['transport'],
       registers,
     });
+    this.dialRequeues = new Counter({
+      name: 'switchboard_dial_requeued_total',
+      help: 'Queued outbound calls the dial queue had lost (a Redis restart), queued again from the call log by the sweep.',
+      registers,
+    });
     this.outageMetrics(registers, options.outboxPending ?? (() => 0));
   }
 
@@ -127,6 +133,11 @@ export class Metrics {
   /** A call found unfinished in the call log with no live session anywhere, ended by the sweep. */
   callSwept(reason: string): void {
     this.swept.inc({ ended_reason: reason });
+  }
+
+  /** A queued outbound call the dial queue lost, queued again. */
+  dialRequeued(): void {
+    this.dialRequeues.inc();
   }
 
   /** A new call refused before pickup because the database or Redis did not answer. */

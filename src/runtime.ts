@@ -214,6 +214,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     onReplay: () => metrics.voiceWebhookReplayed(),
     onSwept: (record) => metrics.callSwept(record.ended_reason ?? 'unknown'),
     sharedSessions: !!o.config.REDIS_URL,
+    onLostQueued: (logged) => outbound!.requeueLost(logged),
     ...(o.sweep?.everyMs ? { sweepEveryMs: o.sweep.everyMs } : {}),
     ...(o.sweep?.minAgeMs !== undefined ? { sweepMinAgeMs: o.sweep.minAgeMs } : {}),
     onTurnLatency: (latency) => {
@@ -278,6 +279,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     notifier,
     carriers: { twilio, ...(sip ? { sip } : {}) },
     logger: o.logger,
+    onRequeued: () => metrics.dialRequeued(),
   });
   twilio.outbound = outbound;
   if (sip) sip.outbound = outbound;

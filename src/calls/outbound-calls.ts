@@ -10,6 +10,7 @@ import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
 import type { PhoneNumber } from '../store/numbers.js';
 import { recordFromLog } from './call-log.js';
+import type { LoggedCall } from '../store/calls.js';
 import type { CallControl } from './control.js';
 import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
@@ -80,6 +81,8 @@ export interface OutboundCallsOptions {
   /** The carriers that place calls, by kind (a number's `provider`: `twilio`, `sip`). */
   carriers: Record<string, OutboundCarrier>;
   logger: Logger;
+  /** A queued call the dial queue lost, queued again (for /metrics). */
+  onRequeued?(): void;
 }
 
 export class OutboundCalls {
@@ -202,6 +205,38 @@ export class OutboundCalls {
       records.length === 1 ? 'outbound call queued' : 'outbound calls queued',
     );
     return { kind: 'queued', calls: records };
+  }
+
+  /**
+   * A queued call whose session and dial job were lost (a Redis restart without persistence):
+   * made again from the log, with its number, assistant and workflow as they are now (its own
+   * snapshot and `{{variables}}` went with the session), and queued again at the end of its
+   * organization's line; ended `dial-failed` when it can no longer be made. Logged and counted.
+   */
+  async requeueLost(logged: LoggedCall): Promise<void> {
+    const org = logged.organization_id;
+    const fail = async (why: string) => {
+      this.log.warn({ callId: logged.id, why }, 'a queued call the dial queue lost could not be queued again; ending it');
+      await this.o.calls.create(recordFromLog(logged));
+      await this.o.service.endUnanswered(logged.id, 'dial-failed', [`switchboard: the dial queue lost the call and ${why}`]);
+    };
+    const number = logged.number_id ? await this.o.store.numbers.get(org, logged.number_id) : null;
+    if (!number || !logged.customer) return fail('its number is gone');
+    const assistant = logged.assistant_id ? await this.o.store.assistants.get(org, logged.assistant_id) : null;
+    if (!assistant) return fail('its assistant is gone');
+    const owned = { ...number, organization_id: org } as PhoneNumber & { organization_id: string };
+    const record = this.newRecord(owned, { number: logged.customer.number, ...(logged.customer.name ? { name: logged.customer.name } : {}) });
+    Object.assign(record, { id: logged.id, created_at: logged.created_at });
+    const refused = await this.o.service.prepare(record, owned, {
+      assistantId: assistant.id,
+      fields: assistant.fields as AssistantFields,
+      workflowId: logged.workflow_id,
+    });
+    if (refused) return fail(`its call-start checks fail now (${refused.errors.join('; ')})`);
+    await this.o.calls.create(record);
+    await this.o.dialer.enqueue([{ callId: record.id, organizationId: org, record: record as unknown as Record<string, unknown> }]);
+    this.log.warn({ callId: record.id }, 'queued call re-queued: the dial queue had lost it (Redis restarted?)');
+    this.o.onRequeued?.();
   }
 
   private newRecord(number: PhoneNumber & { organization_id: string }, customer: Customer): CallRecord {

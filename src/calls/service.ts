@@ -76,6 +76,8 @@ export interface CallServiceOptions {
   keys?: ProviderKeys;
   /** A call the sweep ended (unfinished in the log, no live session anywhere). */
   onSwept?(record: CallRecord): void;
+  /** A queued outbound call whose session and dial job a Redis restart lost: queued again. */
+  onLostQueued?(logged: LoggedCall): Promise<void>;
   /** How often the sweep of the call log runs (and once at start); default 60 s. */
   sweepEveryMs?: number;
   /** The sweep leaves calls younger than this alone; default 150 s (a call may ring that long). */
@@ -602,7 +604,10 @@ export class CallService {
     let n = 0;
     const staleMs = (this.o.staleSeconds ?? 20) * 1000;
     const before = new Date(Date.now() - (this.o.sweepMinAgeMs ?? SWEEP_MIN_AGE_MS));
-    for (const logged of await this.o.store.calls.unfinished(before)) {
+    // queued calls without a session are lost only where sessions and dial jobs share Redis (the
+    // embedded default's dial queue is in the database and brings its calls back itself)
+    const queued = !!this.o.sharedSessions && !!this.o.onLostQueued;
+    for (const logged of await this.o.store.calls.unfinished(before, 1000, { queued })) {
       if (this.live.has(logged.id)) continue;
       if (await this.o.calls.get(logged.id)) continue; // a session: the stale check looks after it
       // no session, but its process still beats for it (Redis restarted under a live call)
@@ -618,7 +623,10 @@ export class CallService {
         if (Date.now() - first < staleMs) continue;
       }
       this.suspects.delete(logged.id);
-      if (await this.finishOrphan(logged)) n++;
+      if (logged.status === 'queued') {
+        await this.o.onLostQueued!(logged);
+        n++;
+      } else if (await this.finishOrphan(logged)) n++;
     }
     // forget suspects that turned out alive or ended elsewhere
     for (const [id, at] of this.suspects) if (Date.now() - at > 10 * staleMs) this.suspects.delete(id);

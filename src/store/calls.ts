@@ -310,12 +310,14 @@ export class CallLogRepository {
   }
 
   /**
-   * Calls the log has as not yet over (`ringing`, `in-progress`, `forwarding`), created before
-   * `before`, oldest first: the sweep (DECISIONS 22) ends those no process looks after.
+   * Calls the log has as not yet over (`ringing`, `in-progress`, `forwarding`, and `queued` when
+   * asked), created before `before`, oldest first: the sweep (DECISIONS 22) ends those no process
+   * looks after and queues again the queued ones the dial queue lost.
    */
-  async unfinished(before: Date, limit = 200): Promise<LoggedCall[]> {
+  async unfinished(before: Date, limit = 1000, options: { queued?: boolean } = {}): Promise<LoggedCall[]> {
+    const statuses = options.queued ? "'queued', 'ringing', 'in-progress', 'forwarding'" : "'ringing', 'in-progress', 'forwarding'";
     const { rows } = await this.db.query<CallRow>(
-      `SELECT ${COLUMNS} FROM calls WHERE status IN ('ringing', 'in-progress', 'forwarding') AND created_at < $1
+      `SELECT ${COLUMNS} FROM calls WHERE status IN (${statuses}) AND created_at < $1
         ORDER BY created_at LIMIT $2`,
       [before.toISOString(), limit],
     );

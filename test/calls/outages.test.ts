@@ -51,7 +51,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   });
 
-  async function setUp(options: { proxy?: boolean } = {}) {
+  async function setUp(options: { proxy?: boolean; sweep?: { everyMs?: number; minAgeMs?: number } } = {}) {
     const redis: PrivateRedis = await startPrivateRedis();
     cleanups.push(() => redis.stop());
     let proxy: TcpProxy | null = null;
@@ -66,7 +66,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     const db: TestDb = await createPostgresDb(base, 'sb_outage');
     const server = await startCallingServer(
       { REDIS_URL: redis.url },
-      { reconciler: { graceMs: 500, everyMs: 250, firstRunAfterMs: 250 }, outbox: { flushEveryMs: 100 } },
+      { reconciler: { graceMs: 500, everyMs: 250, firstRunAfterMs: 250 }, outbox: { flushEveryMs: 100 }, ...(options.sweep ? { sweep: options.sweep } : {}) },
       {},
       db,
     );
@@ -221,6 +221,25 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     expect(end.statusCode, end.body).toBe(202);
     await eventually('the call ended by the API', async () => (await server.store.calls.get(server.orgId, callId))?.ended_reason === 'api-ended-call', 15_000);
     expect(server.runtime.calls.liveCall(callId)).toBeUndefined();
+  });
+
+  it('a queued outbound call whose session and dial job a Redis restart lost is queued again and dialled', { timeout: 90_000 }, async () => {
+    const { redis, server } = await setUp({ sweep: { everyMs: 500, minAgeMs: 0 } });
+    const { numberId } = await server.setUpNumber();
+    // one dial every 50 s: the second call waits in the dial queue, in Redis only
+    const limits = await server.api('PATCH', '/account', { outbound: { calls_per_second: 0.02 } });
+    expect(limits.status).toBe(200);
+    const first = '+14155550181';
+    const second = '+14155550182';
+    const placed = await server.api('POST', '/calls', { number_id: numberId, customers: [{ number: first }, { number: second }] });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    await server.twilio.waitForCall(first);
+    const secondId = (placed.json.calls as { id: string; customer: { number: string } }[]).find((c) => c.customer.number === second)!.id;
+    expect((await server.store.calls.get(server.orgId, secondId))?.status).toBe('queued');
+
+    await redis.restart(); // its session, its job and the organization's dial line are gone
+    await server.twilio.waitForCall(second, 60_000);
+    expect(await metric(server, 'switchboard_dial_requeued_total')).toBe(1);
   });
 });
 

@@ -15,4 +15,4 @@ CREATE TABLE webhook_notifications (
 );
 CREATE INDEX webhook_notifications_seq ON webhook_notifications (seq);
 -- The calls the sweep looks at: those the log has as not over yet.
-CREATE INDEX calls_unfinished ON calls (created_at) WHERE status IN ('ringing', 'in-progress', 'forwarding');
+CREATE INDEX calls_unfinished ON calls (created_at) WHERE status IN ('queued', 'ringing', 'in-progress', 'forwarding');
