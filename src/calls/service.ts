@@ -27,7 +27,7 @@ import type { CallControl, CallControlMessage } from './control.js';
 import { builtInVariables, resolveVariables } from '../../engine/variables.js';
 import { isOutage, RETRY_AFTER_SECONDS } from '../store/outage.js';
 import type { LoggedCall } from '../store/calls.js';
-import { recordFromLog } from './call-log.js';
+import { CallSweeper } from './sweep.js';
 
 /**
  * How the assistant for a number without one is found (the `assistant-request` exchange).
@@ -146,8 +146,6 @@ const STREAM_TOKEN_SECONDS = 120;
 /** A web call's token: the browser has the URL at once (DECISIONS 14). */
 export const WEB_TOKEN_SECONDS = 60;
 const HEARTBEAT_MS = 5_000;
-/** The sweep leaves younger calls alone: a call can ring this long before its media connects. */
-const SWEEP_MIN_AGE_MS = 150_000;
 /**
  * How long a carrier's call id stays taken: a replay of a signed voice webhook within it
  * makes no call (Twilio's signature has no timestamp). As long as call sessions are kept; the
@@ -160,14 +158,12 @@ export class CallService {
   private readonly live = new Map<string, ActiveCall>();
   private accepting = true;
   private heartbeat: NodeJS.Timeout | null = null;
-  private sweepTimer: NodeJS.Timeout | null = null;
-  private sweeping: Promise<number> | null = null;
-  /** Calls the sweep found without a session or a heartbeat, and when it first did (shared sessions). */
-  private readonly suspects = new Map<string, number>();
+  private readonly sweeper: CallSweeper;
   private readonly log: Logger;
 
   constructor(private readonly o: CallServiceOptions) {
     this.log = o.logger.child({ component: 'calls' });
+    this.sweeper = new CallSweeper({ ...o, log: this.log, runsHere: (callId) => this.live.has(callId) });
   }
 
   liveCount(): number {
@@ -183,9 +179,7 @@ export class CallService {
       () => this.live.keys(),
     );
     // calls a stopped process left unfinished in the log are ended now, then every minute
-    await this.sweepOrphans();
-    this.sweepTimer = setInterval(() => void this.sweepOrphans(), this.o.sweepEveryMs ?? 60_000);
-    this.sweepTimer.unref();
+    await this.sweeper.start();
   }
 
   /** The live call of this process with that id, if it runs here. */
@@ -577,60 +571,12 @@ export class CallService {
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.sweepTimer = null;
-    await this.sweeping;
+    await this.sweeper.stop();
   }
 
-  /**
-   * The sweep (DECISIONS 22): calls the log has as not over, with no live session anywhere (their
-   * process stopped and Redis, or the embedded default's memory, lost them) are ended with their
-   * status-update and report: `worker-lost` once started, `customer-ended-call` when their media
-   * never connected. Only calls older than a ringing call can live are looked at; a session that
-   * cannot be read (Redis down) stops the run. How many it ended; never throws.
-   */
+  /** The sweep now (joined if one is under way): how many calls it ended or queued again. */
   sweepOrphans(): Promise<number> {
-    this.sweeping ??= this.sweep()
-      .catch((err: unknown) => {
-        if (isOutage(err)) this.log.info({ err }, 'call sweep: the database or Redis does not answer; trying again later');
-        else this.log.error({ err }, 'call sweep failed');
-        return 0;
-      })
-      .finally(() => (this.sweeping = null));
-    return this.sweeping;
-  }
-
-  private async sweep(): Promise<number> {
-    let n = 0;
-    const staleMs = (this.o.staleSeconds ?? 20) * 1000;
-    const before = new Date(Date.now() - (this.o.sweepMinAgeMs ?? SWEEP_MIN_AGE_MS));
-    // queued calls without a session are lost only where sessions and dial jobs share Redis (the
-    // embedded default's dial queue is in the database and brings its calls back itself)
-    const queued = !!this.o.sharedSessions && !!this.o.onLostQueued;
-    for (const logged of await this.o.store.calls.unfinished(before, 1000, { queued })) {
-      if (this.live.has(logged.id)) continue;
-      if (await this.o.calls.get(logged.id)) continue; // a session: the stale check looks after it
-      // no session, but its process still beats for it (Redis restarted under a live call)
-      if (await this.beatsFor(logged.id)) continue;
-      if (this.o.sharedSessions) {
-        // another process may run it and beat within 5 s of a Redis restart: only a call still
-        // without a session or a heartbeat a stale period after it was first seen so is ended
-        const first = this.suspects.get(logged.id);
-        if (first === undefined) {
-          this.suspects.set(logged.id, Date.now());
-          continue;
-        }
-        if (Date.now() - first < staleMs) continue;
-      }
-      this.suspects.delete(logged.id);
-      if (logged.status === 'queued') {
-        await this.o.onLostQueued!(logged);
-        n++;
-      } else if (await this.finishOrphan(logged)) n++;
-    }
-    // forget suspects that turned out alive or ended elsewhere
-    for (const [id, at] of this.suspects) if (Date.now() - at > 10 * staleMs) this.suspects.delete(id);
-    return n;
+    return this.sweeper.runOnce();
   }
 
   /** Whether other processes share the call sessions (Redis): a call without one here may run elsewhere. */
@@ -639,42 +585,13 @@ export class CallService {
   }
 
   /** Whether a process said the call is alive less than a stale period ago. */
-  async beatsFor(callId: string): Promise<boolean> {
-    const beat = await this.o.calls.lastHeartbeat(callId);
-    return !!beat && Date.now() - Date.parse(beat) < (this.o.staleSeconds ?? 20) * 1000;
+  beatsFor(callId: string): Promise<boolean> {
+    return this.sweeper.beatsFor(callId);
   }
 
-  /**
-   * Ends one call the log has as not over and no process has (a ringing one with `ringingReason`):
-   * null when another process did first.
-   */
-  async finishOrphan(logged: LoggedCall, ringingReason = 'customer-ended-call'): Promise<CallRecord | null> {
-    const record = recordFromLog(logged);
-    const neverConnected = logged.status === 'ringing';
-    const reason = neverConnected ? ringingReason : 'worker-lost';
-    const end = {
-      ended_reason: reason,
-      ended_at: new Date().toISOString(),
-      errors: [
-        ...record.errors,
-        neverConnected
-          ? 'the media stream never connected (the call session was lost)'
-          : 'the process running the call stopped and its call session was lost',
-      ],
-    };
-    if (!(await this.o.store.calls.endIf(logged.id, logged.status, end))) return null;
-    Object.assign(record, end, { status: 'ended' as const });
-    // the webhook target: the assistant as it is now (the call's snapshot went with its session)
-    if (record.assistant_id) {
-      const assistant = await this.o.store.assistants.get(record.organization_id, record.assistant_id).catch(() => null);
-      if (assistant) record.assistant = effectiveAssistant(assistant.fields) as unknown as Record<string, unknown>;
-    }
-    this.log.warn({ callId: record.id, endedReason: reason, status: logged.status }, 'ended a call left unfinished with no live session anywhere');
-    this.o.onSwept?.(record);
-    await this.o.notifier.statusUpdate(record, 'ended', { ended_reason: reason });
-    await this.o.notifier.endOfCallReport(record);
-    this.o.onCallEnded?.(record);
-    return record;
+  /** Ends one call the log has as not over and no process has (`CallSweeper.finish`). */
+  finishOrphan(logged: LoggedCall, ringingReason?: string): Promise<CallRecord | null> {
+    return this.sweeper.finish(logged, ringingReason);
   }
 
   /** Queues the `status-update` `ended` of a call that never went live, then its report. */
