@@ -29,7 +29,6 @@ const MESSAGES = [
   'Client has encountered a connection error',
   'Reached the max retries per request limit',
   'Stream isn\'t writeable',
-  'Cannot use a pool after calling end',
   'the database system is',
   'terminating connection due to administrator command',
 ];
