@@ -284,7 +284,7 @@ describe('the embedded default, restarted', () => {
       await before.close();
 
       const db = await openDb({ dataDir: path.join(dir, 'db') });
-      const server = await startCallingServer({ DATA_DIR: dir }, {}, {}, { db, url: null, drop: () => db.close() });
+      const server = await startCallingServer({ DATA_DIR: dir, REDIS_URL: '' }, {}, {}, { db, url: null, drop: () => db.close() });
       try {
         const logged = await server.store.calls.get(organization.id, callId);
         expect(logged).toMatchObject({ status: 'ended', ended_reason: 'worker-lost' });

@@ -105,7 +105,8 @@ export async function startCallingServer(
   const twilio = await startFakeTwilioRest();
   const receiver = await startReceiver();
   const port = await freePort();
-  const config = loadConfig({
+  // `REDIS_URL: ''` runs the server on the embedded default even where the suite has Redis
+  const settings: Record<string, string> = {
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     WEBHOOK_ALLOW_PRIVATE: 'true',
     PORT: String(port),
@@ -114,7 +115,9 @@ export async function startCallingServer(
     DATA_DIR: dataDir,
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
     ...env,
-  });
+  };
+  if (settings.REDIS_URL === '') delete settings.REDIS_URL;
+  const config = loadConfig(settings);
   const logger = createLogger(logging.logLevel ?? config.LOG_LEVEL, logging.logTo);
   const runtime = await createRuntime({ config, store, logger, webhookQueueName: `test-${port}-${Date.now()}`, dialQueueName: `test-dial-${port}-${Date.now()}`, ...runtimeOptions });
   const app = await buildApp({ config, store, logger, runtime });
