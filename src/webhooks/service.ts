@@ -49,6 +49,9 @@ export function createDeliveryQueue(
     : new InProcessDeliveryQueue(options);
 }
 
+/** How long a recorded notification's enqueue is waited for before the call goes on. */
+const ENQUEUE_WAIT_MS = 5_000;
+
 export class WebhookService {
   readonly http: WebhookHttpClient;
   readonly queue: DeliveryQueue;
@@ -95,9 +98,24 @@ export class WebhookService {
       body: input.body,
       now: this.clock?.now(),
     });
+    if (!this.durable) return this.queue.enqueue(notification);
     // recorded first: whatever happens to the queue, the message is not lost
-    await this.durable?.record(notification);
-    await this.queue.enqueue(notification);
+    await this.durable.record(notification);
+    // a queue that does not answer (Redis down) must not hold up the call or the outbox: the
+    // message is recorded, and goes out once Redis answers (or the reconciler queues it again)
+    const queued = this.queue.enqueue(notification).then(
+      () => true,
+      (err: unknown) => {
+        this.logger.warn({ err, callId: input.callId, webhookId: notification.id }, 'the queue refused a notification; it is recorded and the reconciler queues it again');
+        return true;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const inTime = await Promise.race([queued, new Promise<false>((r) => (timer = setTimeout(() => r(false), ENQUEUE_WAIT_MS)))]);
+    clearTimeout(timer);
+    if (!inTime) {
+      this.logger.warn({ callId: input.callId, webhookId: notification.id }, 'the queue did not take a notification in time (Redis down?); it is recorded and goes out once Redis answers');
+    }
   }
 
   requestAssistant(

@@ -5,7 +5,7 @@
  * server itself is never touched). Needs redis-server and PostgreSQL on 127.0.0.1:5432 (or
  * DATABASE_URL); skipped without them.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -220,7 +220,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     const end = await other.app.inject({ method: 'POST', url: `/calls/${callId}/end`, headers: { authorization: `Bearer ${server.key}` } });
     expect(end.statusCode, end.body).toBe(202);
     await eventually('the call ended by the API', async () => (await server.store.calls.get(server.orgId, callId))?.ended_reason === 'api-ended-call', 15_000);
-    expect(server.runtime.calls.liveCall(callId)).toBeUndefined();
+    await eventually('the call gone from its process', () => !server.runtime.calls.liveCall(callId));
   });
 
   it('a queued outbound call whose session and dial job a Redis restart lost is queued again and dialled', { timeout: 90_000 }, async () => {
@@ -235,11 +235,41 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     expect(placed.status, JSON.stringify(placed.json)).toBe(201);
     await server.twilio.waitForCall(first);
     const secondId = (placed.json.calls as { id: string; customer: { number: string } }[]).find((c) => c.customer.number === second)!.id;
-    expect((await server.store.calls.get(server.orgId, secondId))?.status).toBe('queued');
+    await eventually('the second call queued in the log', async () => (await server.store.calls.get(server.orgId, secondId))?.status === 'queued');
 
     await redis.restart(); // its session, its job and the organization's dial line are gone
     await server.twilio.waitForCall(second, 60_000);
     expect(await metric(server, 'switchboard_dial_requeued_total')).toBe(1);
+  });
+
+  it('with Redis and PostgreSQL both down, a call that ends keeps its log row and webhooks in the outbox file; all arrive once both are back', { timeout: 90_000 }, async () => {
+    const { redis, proxy, server } = await setUp({ proxy: true });
+    const assistantId = await server.createAssistant();
+    const browser = new WebCaller({ baseUrl: server.baseUrl, apiKey: server.key });
+    cleanups.push(() => browser.close());
+    const callId = await browser.start({ assistant_id: assistantId });
+    await eventually('the call in progress', () => server.runtime.calls.liveCall(callId));
+    await eventually('its in-progress status-update', () => receivedMessages(server.receiver).some((m) => m.call?.id === callId && m.status === 'in-progress'));
+
+    await proxy!.cut();
+    await redis.stop();
+    await browser.hangUp();
+    await eventually('the call over in its process', () => !server.runtime.calls.liveCall(callId), 20_000);
+    await eventually('the writes kept', () => server.runtime.outbox.pending > 0);
+    // Redis is down too: they are in a file under DATA_DIR
+    expect(readdirSync(path.join(server.config.DATA_DIR, 'outbox')).filter((f) => f.endsWith('.jsonl'))).toHaveLength(1);
+
+    await redis.start();
+    await proxy!.restore();
+    await eventually('the call ended in the log', async () => (await server.store.calls.get(server.orgId, callId))?.status === 'ended', 30_000);
+    await eventually(
+      'its status-update ended and its report',
+      () => {
+        const mine = receivedMessages(server.receiver).filter((m) => m.call?.id === callId);
+        return mine.some((m) => m.type === 'status-update' && m.status === 'ended') && mine.some((m) => m.type === 'end-of-call-report');
+      },
+      30_000,
+    );
   });
 });
 
