@@ -15,10 +15,8 @@ import type { Store } from '../store/index.js';
 import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
-import { LiveCall, type LiveCallDeps } from './live-call.js';
-import type { CallMedia } from './base-call.js';
+import { createCall, type CallDeps, type CallMedia } from './call.js';
 import type { ActiveCall } from './active-call.js';
-import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
 import { forgetConversation, newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
@@ -443,7 +441,7 @@ export class CallService {
   }
 
   private newLiveCall(record: CallRecord, transport: CallTransport): ActiveCall {
-    const deps: LiveCallDeps = {
+    const deps: CallDeps = {
       providers: this.o.providers,
       notifier: this.o.notifier,
       store: this.o.calls,
@@ -455,10 +453,7 @@ export class CallService {
         this.o.onCallEnded?.(r);
       },
     };
-    // a realtime assistant speaks through one speech-to-speech model instead of the pipeline
-    const call: ActiveCall = (record.assistant as unknown as EffectiveAssistant).realtime
-      ? new RealtimeCall(record, transport, deps)
-      : new LiveCall(record, transport, deps);
+    const call = createCall(record, transport, deps);
     this.live.set(record.id, call);
     return call;
   }

@@ -1,8 +1,8 @@
 /**
  * One call in memory, for the fast call tests (test/fast-calls/, docs/testing.md): the record a
  * call service would make (an effective assistant, a validated workflow), an in-memory notifier
- * and store, a silent logger, scripted providers and the call (`LiveCall` or `RealtimeCall`, as
- * the service would pick) on a `MemoryTransport`, with a caller that speaks, makes noise, presses
+ * and store, a silent logger, scripted providers and the call (the controller with the pipeline or
+ * the realtime backend, as the service would pick) on a `MemoryTransport`, with a caller that speaks, makes noise, presses
  * keys and hangs up. Everything runs on fake timers (`useFastCalls()`): `advance(ms)` plays that
  * much of the call, in milliseconds of wall time.
  */
@@ -12,8 +12,7 @@ import { AssistantCreate, assistantProblems, effectiveAssistant, type AssistantF
 import { callStartChecks } from '../../engine/checks.js';
 import { formatZodIssues, validateDefinition } from '../../engine/validate.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
-import { LiveCall } from '../../src/calls/live-call.js';
-import { RealtimeCall } from '../../src/calls/realtime-call.js';
+import { createCall } from '../../src/calls/call.js';
 import type { TurnLatency } from '../../src/calls/latency.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from '../../src/calls/notifier.js';
 import { MemoryCallStore, newCallRecord, type CallRecord, type CallStatus } from '../../src/calls/store.js';
@@ -195,7 +194,7 @@ export class CallHarness {
       logger: pino({ level: 'silent' }),
       onTurnLatency: (latency: TurnLatency) => this.latencies.push(latency),
     };
-    this.call = this.assistant.realtime ? new RealtimeCall(record, this.transport, deps) : new LiveCall(record, this.transport, deps);
+    this.call = createCall(record, this.transport, deps);
     this.transport.attach(this.call);
     harnesses.add(this);
   }
