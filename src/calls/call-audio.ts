@@ -11,6 +11,7 @@ import type { BackgroundAudio } from '../audio/background.js';
 import { CallRecorder } from '../recordings/recorder.js';
 import { recordingKey, recordingPath, type RecordingStore } from '../recordings/storage.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
+import { Playout } from './playout.js';
 import type { CallTransport } from './transport.js';
 
 /** Background clips and recordings, shared by every call of the process. */
@@ -39,6 +40,8 @@ export interface CallAudioOptions {
 export class CallAudio {
   /** Every frame to the caller, paced. */
   readonly pacer: OutboundPacer;
+  /** What the far end has played, by its marks and by the clock. */
+  readonly playout = new Playout();
   /** Between the transport's audio format and the providers' μ-law 8 kHz; null when they are the same. */
   private readonly bridge: AudioBridge | null;
   /** The call's recording, when its assistant asks for consent (DECISIONS 13). */
@@ -61,8 +64,12 @@ export class CallAudio {
           if (speech && onSpeechFrame) onSpeechFrame();
         },
         flush: () => transport.flushAudio?.(),
-        sendMark: (name) => transport.mark(name),
+        sendMark: (name) => {
+          this.playout.sent(name, this.pacer.slot);
+          transport.mark(name);
+        },
         sendClear: () => {
+          this.playout.cleared();
           transport.clear();
           recorder?.cleared();
         },

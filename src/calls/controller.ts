@@ -145,6 +145,7 @@ export class CallController<R extends { id: string }> {
 
   /** The far end has played the audio before this progress mark. */
   played(name: string): void {
+    this.audioPath?.playout.echoed(name);
     this.backend.played(name);
   }
 
@@ -539,6 +540,10 @@ export class CallController<R extends { id: string }> {
     await step('timers', () => {
       this.disarmSilence();
       this.conversation.clearTimers();
+    });
+    // audio whose time has passed was heard, echoed or not (a far end that hung up, or never echoes)
+    await step('played', () => {
+      for (const name of this.audioPath?.playout.due(performance.now()) ?? []) this.backend.played(name);
     });
     await step('release', () => this.backend.close());
     await step('audio', () => this.audioPath?.pacer.close());
