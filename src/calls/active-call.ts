@@ -2,7 +2,7 @@
 import type { AnsweredBy, CallRecord } from './store.js';
 
 /**
- * A running call: `LiveCall` (STT → model → TTS pipeline) or `RealtimeCall` (one realtime
+ * A running call: the call controller with the pipeline backend (STT → model → TTS) or the realtime backend (one realtime
  * speech-to-speech model). Its transport and the service drive both through these methods.
  */
 export interface ActiveCall {
