@@ -286,7 +286,7 @@ export class SipEndpoint {
       }
     });
     // an idle connection goes, unless a live call's dialog rides on it (SIP is silent mid-call);
-    // a request of ours after it went connects to the peer's Contact (SipTelephony.targetOf)
+    // a request of ours after it went connects to the peer's Contact (`Dialogs.targetOf`, dialogs.ts)
     socket.setTimeout(TCP_IDLE_MS, () => {
       if (!this.o.inUse?.(remote)) socket.destroy();
     });
