@@ -88,6 +88,7 @@ export class InboundInvites {
       const check = verifyDigest(header(req, 'authorization'), 'INVITE', { username: inbound.username, password: inbound.password }, SIP_REALM, req.uri);
       if (check === 'missing' || check === 'stale') {
         this.o.metrics.refused.inc({ reason: 'credentials' });
+        this.o.guard.noteChallenge(remote.address);
         tx.respond(401, 'Unauthorized', randomToken(), [['www-authenticate', challenge(SIP_REALM, check === 'stale')]]);
         return;
       }
