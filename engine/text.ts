@@ -18,3 +18,19 @@ export function isWellFormed(text: string): boolean {
 export function wellFormed() {
   return z.string().refine(isWellFormed, UNPAIRED_SURROGATE_PROBLEM);
 }
+
+const UNPAIRED_SURROGATES = new RegExp(UNPAIRED_SURROGATE.source, 'g');
+
+/** The text with each unpaired surrogate replaced by U+FFFD (String.prototype.toWellFormed). */
+export function toWellFormed(text: string): string {
+  return text.replace(UNPAIRED_SURROGATES, '\ufffd');
+}
+
+/** A copy of a JSON value with every string, field names too, made well-formed. */
+export function wellFormedCopy<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value), function (this: unknown, _key, v: unknown) {
+    if (typeof v === 'string') return toWellFormed(v);
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return v;
+    return Object.fromEntries(Object.entries(v).map(([k, child]) => [toWellFormed(k), child]));
+  }) as T;
+}
