@@ -85,15 +85,20 @@ export const Call = z.object({
     ),
 }).meta({ id: 'Call', example: callExample });
 
-const QueryTimestamp = z.iso.datetime({
-  offset: true,
-  error: 'must be an ISO 8601 timestamp with a time zone, such as 2025-06-01T00:00:00Z',
-});
+/** The earliest instant the databases read: PostgreSQL has no year 0 (`0000-01-01` is out of range there). */
+export const EARLIEST_TIME = '0001-01-01T00:00:00Z';
+const inTimeRange = (at: string) => !(Date.parse(at) < Date.parse(EARLIEST_TIME));
+
+const QueryTimestamp = z.iso
+  .datetime({
+    offset: true,
+    error: 'must be an ISO 8601 timestamp with a time zone, such as 2025-06-01T00:00:00Z',
+  })
+  .refine(inTimeRange, `must be at or after ${EARLIEST_TIME}`);
 
 const isCursor = (cursor: string) => {
   try {
-    decodeCursor(cursor);
-    return true;
+    return inTimeRange(decodeCursor(cursor).created_at);
   } catch {
     return false;
   }
@@ -108,8 +113,8 @@ export const CallListQuery = z
     type: z.enum(CALL_TYPES).optional(),
     assistant_id: z.uuid().optional(),
     number_id: z.uuid().optional(),
-    since: QueryTimestamp.optional().describe('calls created at or after this time'),
-    until: QueryTimestamp.optional().describe('calls created before this time'),
+    since: QueryTimestamp.optional().describe(`calls created at or after this time (${EARLIEST_TIME} or later)`),
+    until: QueryTimestamp.optional().describe(`calls created before this time (${EARLIEST_TIME} or later)`),
   })
   .refine((q) => !q.since || !q.until || Date.parse(q.since) < Date.parse(q.until), {
     path: ['until'],
