@@ -68,5 +68,5 @@ describe('an error that escapes every guard', () => {
     child.kill('SIGTERM');
     await eventually('a clean stop', () => (exited === undefined ? undefined : { code: exited }), 30_000);
     expect(exited).toBe(0);
-  });
+  }, 120_000);
 });
