@@ -20,6 +20,7 @@ export class Metrics {
   private readonly providerErrors: Counter<'provider'>;
   private readonly replays: Counter;
   private readonly unhandled: Counter;
+  private readonly uncaught: Counter;
 
   constructor(liveCalls: () => number, options: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -71,6 +72,11 @@ export class Metrics {
       help: 'Promise rejections nobody handled (defects; each is logged at error level).',
       registers,
     });
+    this.uncaught = new Counter({
+      name: 'switchboard_uncaught_exceptions_total',
+      help: 'Errors thrown outside every guard (uncaughtException: defects; each is logged at error level, with its call id when it has one); the process keeps serving.',
+      registers,
+    });
   }
 
   voiceWebhookReplayed(): void {
@@ -79,6 +85,10 @@ export class Metrics {
 
   unhandledRejection(): void {
     this.unhandled.inc();
+  }
+
+  uncaughtException(): void {
+    this.uncaught.inc();
   }
 
   callEnded(reason: string): void {

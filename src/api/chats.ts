@@ -15,6 +15,7 @@ import { createChatStore, type ChatRecord, type ChatStore } from '../chats/store
 import { ApiError, invalidRequest } from './errors.js';
 import { ErrorBody, errorResponses, IdParams } from './schemas.js';
 import { storable } from './storable.js';
+import { wellFormed } from '../../engine/text.js';
 import { Variables, VariableValue } from './variables.js';
 import { chatCreateExample, chatExample, chatMessageExample } from './examples.js';
 
@@ -41,8 +42,7 @@ export const ChatCreateBody = storable(
 
 export const ChatMessageBody = storable(
   z.strictObject({
-    text: z
-      .string()
+    text: wellFormed()
       .min(1)
       .max(4_000)
       .refine((t) => t.trim() !== '', 'must not be blank')

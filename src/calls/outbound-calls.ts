@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AssistantFields } from '../../engine/assistant.js';
+import { wellFormedCopy } from '../../engine/text.js';
 import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
 import type { PhoneNumber } from '../store/numbers.js';
@@ -136,7 +137,7 @@ export class OutboundCalls {
         return !!record && record.status !== 'ended' && record.status !== 'queued';
       },
       onGaveUp: async (job, err) => {
-        await this.o.service.endUnanswered(job.callId, 'dial-failed', [`switchboard: the call could not be dialled (${(err as Error).message})`]);
+        await this.endBeforeAnswer(job.callId, 'dial-failed', [`switchboard: the call could not be dialled (${(err as Error).message})`]);
       },
     });
   }
@@ -225,7 +226,7 @@ export class OutboundCalls {
       // the queue is down: the calls must not wait forever for a dial that will not come
       this.log.error({ err, calls: records.length }, 'outbound calls could not be queued; ending them');
       for (const record of records) {
-        await this.o.service.endUnanswered(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
+        await this.endBeforeAnswer(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
       }
       throw err;
     }
@@ -272,16 +273,25 @@ export class OutboundCalls {
     const carrier = this.carrier(record.transport);
     const unusable = carrier.unusable(account);
     if (unusable) {
-      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
+      await this.endBeforeAnswer(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
       return 'skipped';
     }
     // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
-    const ringing = await transition(this.o.calls, record.id, (r) => {
-      if (r.status !== 'queued') return false;
-      r.status = 'ringing';
-      r.ringing_at = new Date().toISOString();
-      return true;
-    });
+    let ringing: CallRecord | null;
+    try {
+      ringing = await transition(this.o.calls, record.id, (r) => {
+        if (r.status !== 'queued') return false;
+        r.status = 'ringing';
+        r.ringing_at = new Date().toISOString();
+        return true;
+      });
+    } catch (err) {
+      // a record that cannot be written will not be dialled on a retry either
+      await this.endBeforeAnswer(record.id, 'dial-failed', [
+          `switchboard: the call could not be dialled (its record could not be written: ${(err as Error).message})`,
+        ]);
+      return 'skipped';
+    }
     if (!ringing) return 'skipped';
     void this.o.notifier.statusUpdate(ringing, 'ringing');
     let ids: Record<string, string>;
@@ -306,7 +316,7 @@ export class OutboundCalls {
         return 'dialled';
       }
       this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
-      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
+      await this.endBeforeAnswer(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
       return 'skipped';
     }
     // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
@@ -329,6 +339,38 @@ export class OutboundCalls {
     }
     this.log.info({ callId: ringing.id, ...ids }, 'outbound call dialled');
     return 'dialled';
+  }
+
+  /**
+   * Ends a queued or ringing call (`service.endUnanswered`). When that write fails (the
+   * compare-and-set of a record that cannot be read back, e.g. one holding an unpaired surrogate
+   * in Redis), the record is written whole, its text made well-formed, and announced: a call is
+   * never left queued by it, and `POST /calls/{id}/end` never fails on it. Null when it had ended.
+   * A throw: the session store itself is down.
+   */
+  private async endBeforeAnswer(callId: string, reason: string, errors: string[] = []): Promise<CallRecord | null> {
+    let unwritable: unknown;
+    try {
+      return await this.o.service.endUnanswered(callId, reason, errors);
+    } catch (err) {
+      unwritable = err;
+    }
+    const stored = await this.o.calls.get(callId);
+    if (!stored || (stored.status !== 'queued' && stored.status !== 'ringing')) throw unwritable;
+    const ended = wellFormedCopy(stored);
+    ended.status = 'ended';
+    ended.ended_reason = reason;
+    ended.ended_at = new Date().toISOString();
+    ended.errors.push(...errors);
+    await this.o.calls.save(ended);
+    this.log.error({ err: unwritable, callId, endedReason: reason }, 'the call record could not be moved; written whole, ended');
+    const extra = { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) };
+    void this.o.notifier
+      .statusUpdate(ended, 'ended', extra)
+      .then(() => this.o.notifier.endOfCallReport(ended))
+      .catch((err: unknown) => this.log.error({ err, callId }, 'could not queue the webhooks of a call that ended before it went live'));
+    this.callEnded(ended);
+    return ended;
   }
 
   /** A live call ended (or one nobody answered): its slot is free for the next call. */
@@ -354,7 +396,7 @@ export class OutboundCalls {
       failed: 'dial-failed',
       canceled: 'canceled',
     } as const;
-    await this.o.service.endUnanswered(callId, reasons[outcome], errors);
+    await this.endBeforeAnswer(callId, reasons[outcome], errors);
   }
 
   /** Answering-machine detection said who answered: the process running the call acts on it. */
@@ -385,7 +427,7 @@ export class OutboundCalls {
       if (!logged) return { kind: 'not-found' };
       if (logged.status === 'queued' && (await this.o.dialer.remove(callId))) {
         await this.o.calls.create(recordFromLog(logged));
-        const ended = await this.o.service.endUnanswered(callId, 'canceled');
+        const ended = await this.endBeforeAnswer(callId, 'canceled');
         if (ended) return { kind: 'ended', call: ended };
       }
       return { kind: 'already-ended', call: recordFromLog(logged) };
@@ -400,7 +442,7 @@ export class OutboundCalls {
         const reason = record.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call';
         // queued or ringing → ended in one step; if the dialler is placing it right now, it sees
         // the end once the carrier answers and cancels the call there
-        const ended = await this.o.service.endUnanswered(callId, reason);
+        const ended = await this.endBeforeAnswer(callId, reason);
         if (!ended) return this.end(organizationId, callId);
         if (ended.transport_ids.call_sid || ended.transport_ids.sip_call_id) {
           const account = await this.o.store.account.get(organizationId);

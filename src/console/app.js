@@ -32,6 +32,12 @@ async function api(method, path, body) {
   return json;
 }
 
+/** The web call's socket on this page's own origin, as the API is (the page's policy allows no other; PUBLIC_URL may name another host). */
+function onThisOrigin(url) {
+  const u = new URL(url);
+  return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${u.pathname}${u.search}`;
+}
+
 // ---- key, assistants, workflows ----------------------------------------------------------------
 
 async function useKey(key) {
@@ -305,7 +311,7 @@ async function startCall() {
     ctx.createMediaStreamSource(audio.stream).connect(mic);
     mic.connect(ctx.destination); // it outputs silence; connected so that it is always pulled
     const { call, url } = await api('POST', '/calls/web', choice());
-    ws = new WebSocket(url);
+    ws = new WebSocket(onThisOrigin(url));
     ws.binaryType = 'arraybuffer';
     const session = (state.session = { kind: 'call', call, ws, audio, turn: null, ended: null });
     const socket = ws;

@@ -3766,9 +3766,9 @@ export interface operations {
                 type?: "inbound_phone_call" | "outbound_phone_call" | "web_call";
                 assistant_id?: string;
                 number_id?: string;
-                /** @description calls created at or after this time */
+                /** @description calls created at or after this time (0001-01-01T00:00:00Z or later) */
                 since?: string;
-                /** @description calls created before this time */
+                /** @description calls created before this time (0001-01-01T00:00:00Z or later) */
                 until?: string;
             };
             header?: never;

@@ -14,6 +14,7 @@ import type { CallRecord } from '../../calls/store.js';
 import type { CallObservation, CallTransport } from '../../calls/transport.js';
 import { callRunner, PendingMarks, socketMonitor, type StreamWatcher } from '../liveness.js';
 import { refuseUpgrade } from '../upgrades.js';
+import { AudioBudget, CLOSE_REASON, DROPPED_MESSAGE } from './audio-budget.js';
 import { checkAudio, MAX_MESSAGE_BYTES, observationMessage, parseBrowserMessage, WEB_SAMPLE_RATE } from './protocol.js';
 
 export const WEB_STREAM_PATH = '/calls/web/stream';
@@ -137,10 +138,17 @@ export class WebTelephony {
     const tell = (reason: string) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'error', message: reason }));
     };
+    const budget = new AudioBudget(() => performance.now());
     const received = (buffer: Buffer, isBinary: boolean) => {
       if (isBinary) {
         const wrong = checkAudio(buffer);
         if (wrong) return tell(wrong);
+        const verdict = budget.frame(buffer.length);
+        if (verdict === 'close') {
+          this.log.warn({ callId, remote }, 'web-call stream closed: audio far faster than real time');
+          return ws.close(1008, CLOSE_REASON);
+        }
+        if (verdict === 'drop') return budget.tellNow() ? tell(DROPPED_MESSAGE) : undefined;
         monitor.media();
         return toCall.audio(buffer);
       }
