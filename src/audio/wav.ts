@@ -4,10 +4,15 @@
  * rate) and mixes it down to mono 16-bit; `wavHeader` writes the 44-byte header of a plain PCM
  * file (recordings, the demo), whose sizes can be patched once the length is known.
  */
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 import { mulawToLinear } from './mulaw.js';
 
-export class WavError extends Error {
+export class WavError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.WAV_INVALID] as const;
   override name = 'WavError';
+  constructor(message: string) {
+    super(ErrorCodes.WAV_INVALID, message);
+  }
 }
 
 export interface DecodedWav {

@@ -26,6 +26,7 @@ import { TurnClock } from './turn-clock.js';
 import type { BackgroundAudio } from '../audio/background.js';
 import { CallRecorder } from '../recordings/recorder.js';
 import { recordingKey, recordingPath, type RecordingStore } from '../recordings/storage.js';
+import { callError, callErrorFrom, endedReasonFor, ErrorCodes, type CallError } from '../errors.js';
 
 /** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
 export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
@@ -195,7 +196,7 @@ export abstract class BaseCall implements ActiveCall {
     } catch (err) {
       // a recording that cannot start never stops the call
       this.log.error({ err }, 'the call recording could not start');
-      this.record.errors.push('recording: the recording could not start; the server log has the details under this call id');
+      this.record.errors.push(callError(ErrorCodes.RECORDING_START_FAILED, 'recording: the recording could not start; the server log has the details under this call id'));
       return null;
     }
   }
@@ -216,7 +217,7 @@ export abstract class BaseCall implements ActiveCall {
       },
       (err: Error) => {
         this.log.warn({ err }, 'background audio could not be played');
-        if (!this.ended) this.record.errors.push(`background_audio: ${err.message}; the call ran without it`);
+        if (!this.ended) this.record.errors.push(callError(ErrorCodes.BACKGROUND_AUDIO_FAILED, `background_audio: ${err.message}; the call ran without it`));
       },
     );
   }
@@ -294,7 +295,7 @@ export abstract class BaseCall implements ActiveCall {
   farEndGone(why: string): void {
     if (this.ended) return;
     this.log.warn({ why }, 'media stream gone; ending the call');
-    void this.terminate('customer-ended-call', `the media stream went away: ${why}`);
+    void this.terminate('customer-ended-call', callError(ErrorCodes.CALL_STREAM_LOST, `the media stream went away: ${why}`));
   }
 
   /** The caller hung up (stream `stop` or the socket closed). */
@@ -311,8 +312,9 @@ export abstract class BaseCall implements ActiveCall {
   fail(err: unknown, where: string): void {
     this.log.error({ err, where }, 'the call failed inside Switchboard; ending it');
     if (this.ended) return;
-    this.record.errors.push(`switchboard: internal error (${where}); the server log has the details under this call id`);
-    void this.end(INTERNAL_FAILURE, { hangUp: true });
+    const error = callError(ErrorCodes.CALL_INTERNAL_ERROR, `switchboard: internal error (${where}); the server log has the details under this call id`);
+    this.record.errors.push(error);
+    void this.end(endedReasonFor(error), { hangUp: true });
   }
 
   /**
@@ -343,7 +345,7 @@ export abstract class BaseCall implements ActiveCall {
   }
 
   /** Ends the call from outside (shutdown grace over, worker decisions). */
-  async terminate(reason: string, note?: string): Promise<void> {
+  async terminate(reason: string, note?: CallError): Promise<void> {
     if (note && !this.ended) this.ledger.record.errors.push(note);
     await this.end(reason, { hangUp: true });
   }
@@ -509,7 +511,7 @@ export abstract class BaseCall implements ActiveCall {
     if (err) {
       const provider = (err as ProviderError).provider ?? this.unnamedProvider();
       this.log.warn({ err, code: (err as ProviderError).code }, 'the silence check-in failed; saying the fallback line');
-      this.record.errors.push(`${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`);
+      this.record.errors.push(callError(ErrorCodes.SILENCE_CHECK_IN_FAILED, `${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`, provider));
     }
     return fallback;
   }
@@ -521,8 +523,9 @@ export abstract class BaseCall implements ActiveCall {
     if (this.ended) return;
     const provider = (err as ProviderError).provider ?? this.unnamedProvider();
     this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
-    this.record.errors.push(`${provider}: ${err.message}`);
-    void this.end(`pipeline-error-${provider}`, { hangUp: true });
+    const error = callErrorFrom(err, ErrorCodes.PROVIDER_PROTOCOL, { message: `${provider}: ${err.message}`, provider });
+    this.record.errors.push(error);
+    void this.end(endedReasonFor(error), { hangUp: true });
   }
 
   /** Moves the call (`forwarding`); resolves to `null` once done, else the ended reason its failure gives. */
@@ -534,8 +537,9 @@ export abstract class BaseCall implements ActiveCall {
       return null;
     } catch (err) {
       this.log.error({ err }, 'transfer failed');
-      this.record.errors.push(`transfer: ${(err as Error).message}`);
-      return `pipeline-error-${(err as { provider?: string }).provider ?? 'telephony'}`;
+      const error = callErrorFrom(err, ErrorCodes.TRANSFER_FAILED, { message: `transfer: ${(err as Error).message}`, provider: this.record.transport });
+      this.record.errors.push(error);
+      return endedReasonFor(error);
     }
   }
 
@@ -545,7 +549,7 @@ export abstract class BaseCall implements ActiveCall {
     const kept = await this.recorder.finish();
     const base = (this.deps.media?.publicUrl ?? '').replace(/\/+$/, '');
     this.record.recording_url = kept ? `${base}${recordingPath(this.record.id)}` : null;
-    if (!kept) this.record.errors.push('recording: the recording could not be kept; the server log has the details under this call id');
+    if (!kept) this.record.errors.push(callError(ErrorCodes.RECORDING_NOT_KEPT, 'recording: the recording could not be kept; the server log has the details under this call id'));
   }
 
   /**

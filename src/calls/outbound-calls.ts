@@ -15,6 +15,7 @@ import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallService } from './service.js';
 import { newCallRecord, transition, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
+import { callError, callErrorFrom, errorMessages, ErrorCodes, type CallError } from '../errors.js';
 
 /** What places and stops calls at a carrier (the Twilio transport today; SIP next). */
 export interface OutboundCarrier {
@@ -136,7 +137,7 @@ export class OutboundCalls {
         return !!record && record.status !== 'ended' && record.status !== 'queued';
       },
       onGaveUp: async (job, err) => {
-        await this.o.service.endUnanswered(job.callId, 'dial-failed', [`switchboard: the call could not be dialled (${(err as Error).message})`]);
+        await this.o.service.endUnanswered(job.callId, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `switchboard: the call could not be dialled (${(err as Error).message})`)]);
       },
     });
   }
@@ -197,7 +198,7 @@ export class OutboundCalls {
       workflowId: input.workflow_id,
       ...(input.variables ? { variables: input.variables } : {}),
     });
-    if (refused) return { kind: 'rejected', details: refused.errors };
+    if (refused) return { kind: 'rejected', details: errorMessages(refused.errors) };
 
     const records: CallRecord[] = [];
     for (const customer of input.customers) {
@@ -225,7 +226,7 @@ export class OutboundCalls {
       // the queue is down: the calls must not wait forever for a dial that will not come
       this.log.error({ err, calls: records.length }, 'outbound calls could not be queued; ending them');
       for (const record of records) {
-        await this.o.service.endUnanswered(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
+        await this.o.service.endUnanswered(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, 'switchboard: the call could not be queued for dialling')]);
       }
       throw err;
     }
@@ -272,7 +273,7 @@ export class OutboundCalls {
     const carrier = this.carrier(record.transport);
     const unusable = carrier.unusable(account);
     if (unusable) {
-      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
+      await this.o.service.endUnanswered(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `${carrier.kind}: ${unusable}`, carrier.kind)]);
       return 'skipped';
     }
     // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
@@ -306,7 +307,7 @@ export class OutboundCalls {
         return 'dialled';
       }
       this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
-      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
+      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [callErrorFrom(err, ErrorCodes.DIAL_FAILED, { message: `${carrier.kind}: ${(err as Error).message}`, provider: carrier.kind })]);
       return 'skipped';
     }
     // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
@@ -346,7 +347,7 @@ export class OutboundCalls {
    * The carrier's progress for a call: a call that never got as far as its media ends here with
    * the carrier's reason. Live calls end through their media (or their process), not here.
    */
-  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: string[] = []): Promise<void> {
+  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: CallError[] = []): Promise<void> {
     const reasons = {
       completed: 'customer-ended-call',
       busy: 'customer-busy',

@@ -19,6 +19,7 @@ import { assistantOnlyDefinition, toolOutput } from '../calls/base-call.js';
 import { runModelTurn } from '../calls/model-turn.js';
 import type { ToolCallOutcome, ToolCallRequest } from '../calls/notifier.js';
 import type { ChatMessage, ChatRecord } from './store.js';
+import { callError, endedReasonFor, ErrorCodes, isSwitchboardError, type ErrorCode } from '../errors.js';
 
 /**
  * The text model a realtime assistant chats with: the same vendor's chat model (the realtime
@@ -188,7 +189,7 @@ class ChatTurn {
     const config = chatModelConfig(this.overrides.llm_config ?? this.assistant.llm_config);
     const provider: LlmProvider | undefined = this.deps.providers.llm.get(config.provider);
     if (!provider) {
-      this.fail(config.provider, `no llm adapter for "${config.provider}"`);
+      this.fail(config.provider, `no llm adapter for "${config.provider}"`, ErrorCodes.PROVIDER_NO_ADAPTER);
       return [];
     }
     let words = '';
@@ -216,7 +217,7 @@ class ChatTurn {
       }));
     } catch (err) {
       flush();
-      this.fail((err as { provider?: string }).provider ?? config.provider, (err as Error).message);
+      this.fail((err as { provider?: string }).provider ?? config.provider, (err as Error).message, isSwitchboardError(err) ? err.code : undefined);
       return [];
     }
     flush();
@@ -241,10 +242,11 @@ class ChatTurn {
   }
 
   /** The model could not answer: the chat ends as a call would, `pipeline-error-<provider>`. */
-  private fail(provider: string, why: string): void {
+  private fail(provider: string, why: string, code: ErrorCode = ErrorCodes.PROVIDER_PROTOCOL): void {
     this.log.warn({ provider, why }, 'the model failed; ending the chat');
-    this.record.errors.push(`${provider}: ${why}`);
-    this.end(`pipeline-error-${provider}`);
+    const error = callError(code, `${provider}: ${why}`, provider);
+    this.record.errors.push(error);
+    this.end(endedReasonFor(error));
   }
 
   private end(reason: string): void {

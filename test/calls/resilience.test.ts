@@ -135,7 +135,7 @@ function finalizerService(calls: CallStore, notifier: CallNotifier, store = {} a
     calls,
     providers: {} as Providers,
     notifier,
-    resolver: { resolve: async () => ({ kind: 'rejected', reason: 'rejected-at-start', errors: ['unused'] }) },
+    resolver: { resolve: async () => ({ kind: 'rejected', errors: [{ code: 'CALL_REJECTED', message: 'unused' }] }) },
     logger: silent,
   });
 }

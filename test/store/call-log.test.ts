@@ -150,7 +150,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         current_node: 'bye',
         nodes_visited: ['greeting', 'bye'],
         messages: [message('assistant', 'Hello.'), message('user', 'Bye then.', 2.5)],
-        errors: ['something to say'],
+        errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         workflow_note: null,
       });
       const e = callLogEntry(record);
@@ -176,7 +176,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         messages: record.messages,
         nodes_visited: ['greeting', 'bye'],
         current_node: 'bye',
-        errors: ['something to say'],
+        errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         structured_data: null,
         recording_ref: null,
       });
@@ -425,7 +425,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       r.engine = null;
       void calls.save(r);
       // ended records are saved twice at the end (the second after the report): both land, in order
-      r.errors = ['after the report'];
+      r.errors = [{ code: 'CALL_SHUTDOWN', message: 'after the report' }];
       void calls.save(r);
       // the caller may change its record at once: the log has the record as it was saved
       r.ended_reason = 'changed-after-save';
@@ -434,7 +434,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       expect(logged).toMatchObject({
         status: 'ended',
         ended_reason: 'call-transferred',
-        errors: ['after the report'],
+        errors: [{ code: 'CALL_SHUTDOWN', message: 'after the report' }],
         current_node: 'bye',
         nodes_visited: ['greeting', 'bye'],
         definition_hash: hashDefinition(definition),

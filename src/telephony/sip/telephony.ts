@@ -33,6 +33,21 @@ import {
 } from './message.js';
 import { RtpPorts, RtpSession } from './rtp.js';
 import { answer, isHold, negotiate, offer, type Negotiated } from './sdp.js';
+import { callError, endedReasonFor, ErrorCodes, SwitchboardError, type CallError } from '../../errors.js';
+
+/** The far end refused a REFER: the call ends `pipeline-error-sip`, as a refused Twilio transfer ends `pipeline-error-twilio`. */
+export class SipTransferError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.SIP_TRANSFER_REFUSED] as const;
+  override name = 'SipTransferError';
+  /** The carrier, for `ended_reason` `pipeline-error-sip`. */
+  readonly provider = 'sip';
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(ErrorCodes.SIP_TRANSFER_REFUSED, message);
+  }
+}
 
 export interface SipTelephonyOptions {
   calls: CallService;
@@ -351,27 +366,28 @@ export class SipTelephony implements OutboundCarrier {
       case 'replay':
         return this.refuse(tx, 482, 'Loop Detected', 'replay', remote);
       case 'rejected': {
-        const why = outcome.record.errors[0] ?? 'the call-start checks failed';
+        const why = outcome.record.errors[0]?.message ?? 'the call-start checks failed';
         return this.refuse(tx, 403, 'Forbidden', 'rejected', remote, [['reason', `SIP;cause=403;text="${why.replace(/["\\\r\n]/g, "'").slice(0, 200)}"`]]);
       }
       case 'accepted':
         break;
     }
     const record = outcome.record;
-    const unanswered = async (status: number, reason: string, why: string, errors: string[]) => {
+    const unanswered = async (status: number, reason: string, why: string, errors: CallError[]) => {
       if (!canceled()) this.refuse(tx, status, reason, why, remote);
-      await this.o.calls.endUnanswered(record.id, canceled() ? 'customer-ended-call' : 'call-start-error-sip', canceled() ? ['sip: the caller canceled the call before it was answered'] : errors);
+      if (canceled()) await this.o.calls.endUnanswered(record.id, 'customer-ended-call', [callError(ErrorCodes.CALL_CANCELED, 'sip: the caller canceled the call before it was answered', 'sip')]);
+      else await this.o.calls.endUnanswered(record.id, endedReasonFor(errors[0] ?? callError(ErrorCodes.CALL_START_FAILED, 'sip: the call could not start', 'sip')), errors);
     };
     if (canceled()) return unanswered(487, 'Request Terminated', 'canceled', []);
     if (!(await this.o.calls.claimStream(record.id, outcome.streamToken))) {
-      return unanswered(480, 'Temporarily Unavailable', 'ended', ['sip: the call ended before it was answered']);
+      return unanswered(480, 'Temporarily Unavailable', 'ended', [callError(ErrorCodes.CALL_START_FAILED, 'sip: the call ended before it was answered', 'sip')]);
     }
     let media: Awaited<ReturnType<RtpPorts['allocate']>>;
     try {
       media = await this.ports.allocate(this.o.host);
     } catch (err) {
       this.log.error({ err, callId: record.id }, 'no RTP port for a call');
-      return unanswered(503, 'Service Unavailable', 'ports', [`sip: ${(err as Error).message}`]);
+      return unanswered(503, 'Service Unavailable', 'ports', [callError(ErrorCodes.CALL_START_FAILED, `sip: ${(err as Error).message}`, 'sip')]);
     }
     if (canceled()) {
       releaseSockets(media, this.ports);
@@ -568,7 +584,7 @@ export class SipTelephony implements OutboundCarrier {
           ['referred-by', `<sip:${record.phone_number?.number ?? 'switchboard'}@${this.endpoint.publicAddress}>`],
         ]);
         if (response.status < 200 || response.status >= 300) {
-          throw new Error(`sip: the far end refused the transfer (REFER answered ${response.status} ${response.reason})`);
+          throw new SipTransferError(`sip: the far end refused the transfer (REFER answered ${response.status} ${response.reason})`, response.status);
         }
         this.log.info({ callId: record.id, referTo }, 'transfer taken by the far end (REFER accepted)');
       },
@@ -704,7 +720,7 @@ export class SipTelephony implements OutboundCarrier {
       resolveTaken(ids);
     };
     /** A failure: a refusal of the dial while unsettled, else the call's end with the carrier's reason. */
-    const failed = async (err: Error & { status?: number }, outcome: ReturnType<typeof sipOutcome>, errors: string[]) => {
+    const failed = async (err: Error & { status?: number }, outcome: ReturnType<typeof sipOutcome>, errors: CallError[]) => {
       if (!settled) {
         settled = true;
         rejectTaken(err);
@@ -774,14 +790,14 @@ export class SipTelephony implements OutboundCarrier {
         if (canceled) return void (await failed(new Error(`canceled (${status})`), 'no-answer', []));
         if (response.status === 408 && !ringing) {
           // no answer at all: the trunk never took it
-          return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [`sip: the trunk did not answer the INVITE (${status})`]));
+          return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the trunk did not answer the INVITE (${status})`, 'sip')]));
         }
         if (response.status === 401 || response.status === 407 || response.status === 403) {
-          return void (await failed(Object.assign(new Error(`the trunk refused the call (${status})`), { status: response.status }), 'failed', [`sip: the trunk refused the call (${status})`]));
+          return void (await failed(Object.assign(new Error(`the trunk refused the call (${status})`), { status: response.status }), 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the trunk refused the call (${status})`, 'sip')]));
         }
         tookIt();
         const outcome = sipOutcome(response.status);
-        await this.outboundCalls().progress(record.id, outcome, outcome === 'failed' ? [`sip: the call failed (${status})`] : []);
+        await this.outboundCalls().progress(record.id, outcome, outcome === 'failed' ? [callError(ErrorCodes.DIAL_FAILED, `sip: the call failed (${status})`, 'sip')] : []);
         return;
       }
       // answered: the ACK (a request of its own, sent again for each copy of the 200), then the dialog
@@ -826,7 +842,7 @@ export class SipTelephony implements OutboundCarrier {
         const d = this.newDialog({ ...dialogBase, media, negotiated: deadMedia });
         await this.bye(d);
         this.release(d);
-        await this.o.calls.endUnanswered(record.id, 'dial-failed', [`sip: the answer's SDP: ${negotiated.problem}`]);
+        await this.o.calls.endUnanswered(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the answer's SDP: ${negotiated.problem}`, 'sip')]);
         return;
       }
       // the dialog first, so that a BYE while the call is being connected finds it
@@ -850,7 +866,7 @@ export class SipTelephony implements OutboundCarrier {
       } else {
         releaseSockets(media, this.ports);
       }
-      await failed(err as Error, 'failed', [`sip: ${(err as Error).message}`]).catch((e: unknown) => this.log.error({ err: e, callId: record.id }, 'an outbound SIP call could not be ended'));
+      await failed(err as Error, 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: ${(err as Error).message}`, 'sip')]).catch((e: unknown) => this.log.error({ err: e, callId: record.id }, 'an outbound SIP call could not be ended'));
     });
     return taken;
   }
