@@ -575,7 +575,7 @@ export abstract class BaseCall implements ActiveCall {
     await step('engine', () => this.session?.stop());
     if (reason === 'call-transferred' && this.transferring) {
       // closing the stream before the telephony provider took the transfer would drop the caller
-      const failure = await this.transferring.catch(() => 'pipeline-error-telephony');
+      const failure = await this.transferring.catch(() => endedReasonFor(callError(ErrorCodes.TRANSFER_FAILED, 'transfer failed', this.record.transport)));
       if (failure) [reason, options] = [failure, { hangUp: true }];
     }
     if (options.hangUp) {
