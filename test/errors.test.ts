@@ -19,7 +19,7 @@ import {
 } from '../src/errors.js';
 import { ProviderError } from '../src/providers/types.js';
 import { TwilioRestError } from '../src/telephony/twilio/rest.js';
-import { SipTransferError } from '../src/telephony/sip/telephony.js';
+import { SipTransferError } from '../src/telephony/sip/errors.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 

@@ -186,6 +186,15 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       expect(await repo.get(orgId, randomUUID())).toBeNull();
     });
 
+    it('a row written before errors had codes (plain strings) reads them as UNKNOWN entries', async () => {
+      const record = callRecord({ organization_id: orgId, status: 'ended', ended_reason: 'pipeline-error-elevenlabs', ended_at: new Date().toISOString() });
+      // as an earlier version wrote the row: errors a JSON array of sentences
+      await repo.upsert({ ...callLogEntry(record), errors: ['elevenlabs: quota exceeded'] as never });
+      const old = [{ code: 'UNKNOWN', message: 'elevenlabs: quota exceeded' }];
+      expect((await repo.get(orgId, record.id))?.errors).toEqual(old);
+      expect((await repo.list(orgId, { limit: 100 })).calls.find((c) => c.id === record.id)?.errors).toEqual(old);
+    });
+
     it('the last write wins; structured data, once logged, is kept by writes without it', async () => {
       const e = entry(orgId, '2025-06-01T00:00:00.000Z', { status: 'ringing' });
       await repo.upsert(e);

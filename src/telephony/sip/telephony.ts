@@ -33,21 +33,8 @@ import {
 } from './message.js';
 import { RtpPorts, RtpSession } from './rtp.js';
 import { answer, isHold, negotiate, offer, type Negotiated } from './sdp.js';
-import { callError, endedReasonFor, ErrorCodes, SwitchboardError, type CallError } from '../../errors.js';
-
-/** The far end refused a REFER: the call ends `pipeline-error-sip`, as a refused Twilio transfer ends `pipeline-error-twilio`. */
-export class SipTransferError extends SwitchboardError {
-  static override readonly codes = [ErrorCodes.SIP_TRANSFER_REFUSED] as const;
-  override name = 'SipTransferError';
-  /** The carrier, for `ended_reason` `pipeline-error-sip`. */
-  readonly provider = 'sip';
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(ErrorCodes.SIP_TRANSFER_REFUSED, message);
-  }
-}
+import { callError, endedReasonFor, ErrorCodes, type CallError } from '../../errors.js';
+import { SipTransferError } from './errors.js';
 
 export interface SipTelephonyOptions {
   calls: CallService;
