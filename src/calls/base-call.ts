@@ -523,7 +523,7 @@ export abstract class BaseCall implements ActiveCall {
     if (this.ended) return;
     const provider = (err as ProviderError).provider ?? this.unnamedProvider();
     this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
-    const error = callErrorFrom(err, ErrorCodes.PROVIDER_PROTOCOL, { message: `${provider}: ${err.message}`, provider });
+    const error = callErrorFrom(err, ErrorCodes.PROVIDER_FAILED, { message: `${provider}: ${err.message}`, provider });
     this.record.errors.push(error);
     void this.end(endedReasonFor(error), { hangUp: true });
   }

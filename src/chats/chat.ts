@@ -242,7 +242,7 @@ class ChatTurn {
   }
 
   /** The model could not answer: the chat ends as a call would, `pipeline-error-<provider>`. */
-  private fail(provider: string, why: string, code: ErrorCode = ErrorCodes.PROVIDER_PROTOCOL): void {
+  private fail(provider: string, why: string, code: ErrorCode = ErrorCodes.PROVIDER_FAILED): void {
     this.log.warn({ provider, why }, 'the model failed; ending the chat');
     const error = callError(code, `${provider}: ${why}`, provider);
     this.record.errors.push(error);
