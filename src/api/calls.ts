@@ -10,7 +10,7 @@ import { describeCall, type LoggedCallStore } from '../calls/call-log.js';
 import { transcriptText } from '../calls/transcript.js';
 import { decodeCursor, InvalidCursorError, type CallLogEntry } from '../store/calls.js';
 import { ApiError, invalidRequest, notFound } from './errors.js';
-import { errorResponses, ErrorBody, IdParams } from './schemas.js';
+import { CallErrorEntry, errorResponses, ErrorBody, IdParams } from './schemas.js';
 import { E164 } from '../../engine/schema.js';
 import { wellFormed } from '../../engine/text.js';
 import { storable } from './storable.js';
@@ -71,7 +71,7 @@ export const Call = z.object({
   started_at: Timestamp.nullable(),
   ended_at: Timestamp.nullable(),
   ended_reason: z.string().nullable(),
-  errors: z.array(z.string()),
+  errors: z.array(CallErrorEntry).describe('what went wrong, in order; ended_reason derives from the entry that ended the call'),
   structured_data: z
     .unknown()
     .describe("what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was")

@@ -55,6 +55,15 @@ export const ErrorBody = z.object({
   details: z.array(z.string()).optional(),
 });
 
+/** One entry of a call's or chat's `errors` (src/errors.ts; docs/errors.md). */
+export const CallErrorEntry = z
+  .object({
+    code: z.string().describe('stable code to match on, e.g. PROVIDER_TIMEOUT, TWILIO_REST_ERROR, CALL_INTERNAL_ERROR (docs/errors.md); UNKNOWN for an entry kept before entries had codes'),
+    message: z.string().describe('what went wrong, for people, e.g. "elevenlabs: HTTP 401 …" (the sentence `errors` held before it had codes)'),
+    provider: z.string().optional().describe('the vendor or carrier that failed (deepgram, openai-tts, twilio, sip, …), when one did'),
+  })
+  .meta({ id: 'CallError', example: { code: 'PROVIDER_AUTH', message: 'elevenlabs: HTTP 401: invalid API key', provider: 'elevenlabs' } });
+
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
 const WorkflowName = wellFormed().min(1).max(LIMITS.nameLength);
 

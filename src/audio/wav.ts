@@ -6,10 +6,15 @@
  * the file of a writer that stopped before it did).
  */
 import { open } from 'node:fs/promises';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 import { mulawToLinear } from './mulaw.js';
 
-export class WavError extends Error {
+export class WavError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.WAV_INVALID] as const;
   override name = 'WavError';
+  constructor(message: string) {
+    super(ErrorCodes.WAV_INVALID, message);
+  }
 }
 
 export interface DecodedWav {

@@ -12,6 +12,7 @@ import { CallRecorder } from '../recordings/recorder.js';
 import { recordingKey, recordingPath, type RecordingStore } from '../recordings/storage.js';
 import { OutboundPacer, type OutboundSink } from './outbound.js';
 import { Playout } from './playout.js';
+import { callError, ErrorCodes, type CallError } from '../errors.js';
 import type { CallTransport } from './transport.js';
 
 /** Background clips and recordings, shared by every call of the process. */
@@ -30,7 +31,7 @@ export interface CallAudioOptions {
   media: CallMedia | undefined;
   log: Logger;
   /** A failure the call's record names in its `errors`. */
-  error(text: string): void;
+  error(entry: CallError): void;
   /** A frame of speech (not the background alone) left for the caller. */
   onSpeechFrame?(): void;
   /** Wraps the pacer's sink so that what it throws ends the call, never the process. */
@@ -103,7 +104,7 @@ export class CallAudio {
       },
       (err: Error) => {
         this.o.log.warn({ err }, 'background audio could not be played');
-        if (!ended()) this.o.error(`background_audio: ${err.message}; the call ran without it`);
+        if (!ended()) this.o.error(callError(ErrorCodes.BACKGROUND_AUDIO_FAILED, `background_audio: ${err.message}; the call ran without it`));
       },
     );
   }
@@ -113,7 +114,7 @@ export class CallAudio {
     if (!this.recorder) return undefined;
     const kept = await this.recorder.finish();
     const base = (this.o.media?.publicUrl ?? '').replace(/\/+$/, '');
-    if (!kept) this.o.error('recording: the recording could not be kept; the server log has the details under this call id');
+    if (!kept) this.o.error(callError(ErrorCodes.RECORDING_NOT_KEPT, 'recording: the recording could not be kept; the server log has the details under this call id'));
     return kept ? `${base}${recordingPath(this.o.callId)}` : null;
   }
 
@@ -131,7 +132,7 @@ export class CallAudio {
     } catch (err) {
       // a recording that cannot start never stops the call
       this.o.log.error({ err }, 'the call recording could not start');
-      this.o.error('recording: the recording could not start; the server log has the details under this call id');
+      this.o.error(callError(ErrorCodes.RECORDING_START_FAILED, 'recording: the recording could not start; the server log has the details under this call id'));
       return null;
     }
   }

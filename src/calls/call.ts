@@ -22,7 +22,6 @@ import type { TurnLatency } from './latency.js';
 import { TurnClock } from './turn-clock.js';
 import type { CallTransport } from './transport.js';
 
-export { INTERNAL_FAILURE } from './controller.js';
 export type { CallMedia } from './call-audio.js';
 
 export interface CallDeps {
@@ -113,7 +112,7 @@ export function createCall(record: CallRecord, transport: CallTransport, deps: C
     transport,
     media: deps.media,
     log,
-    error: (text) => ledger.error(text),
+    error: (entry) => ledger.error(entry),
     ...(onSpeechFrame ? { onSpeechFrame } : {}),
     shield: (sink) => shielded(sink, 'media out', (err, where) => controller?.fail(err, where)),
   });

@@ -12,6 +12,7 @@ import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import { buildModelContext } from '../../engine/prompt.js';
 import type { ProviderError } from '../providers/types.js';
+import { callError, callErrorFrom, endedReasonFor, ErrorCodes, type CallError } from '../errors.js';
 import type { BackendContext, BackendEvents, CommandHint, ConversationBackend, Heard, LineRequest, NodeView, ToolCaller } from './backend.js';
 import type { CallAudio } from './call-audio.js';
 import type { ConversationLog } from './conversation.js';
@@ -19,9 +20,6 @@ import { toolOutput } from './model-turn.js';
 import { shielded } from './shield.js';
 import type { AnsweredBy } from './store.js';
 import type { CallObservation, CallTransport } from './transport.js';
-
-/** The ended reason of a call that failed inside Switchboard itself (not a provider, not the caller). */
-export const INTERNAL_FAILURE = 'pipeline-error-switchboard';
 
 /** What a controller runs: made by `createCall` (src/calls/call.ts) or a chat's turn. */
 export interface ConversationSpec<R> {
@@ -179,7 +177,7 @@ export class CallController<R extends { id: string }> {
   farEndGone(why: string): void {
     if (this.ended) return;
     this.log.warn({ why }, 'media stream gone; ending the call');
-    void this.terminate('customer-ended-call', `the media stream went away: ${why}`);
+    void this.terminate('customer-ended-call', callError(ErrorCodes.CALL_STREAM_LOST, `the media stream went away: ${why}`));
   }
 
   /** The caller hung up (stream `stop` or the socket closed). */
@@ -196,12 +194,13 @@ export class CallController<R extends { id: string }> {
   fail(err: unknown, where: string): void {
     this.log.error({ err, where }, 'the call failed inside Switchboard; ending it');
     if (this.ended) return;
-    this.conversation.error(`switchboard: internal error (${where}); the server log has the details under this call id`);
-    void this.end(INTERNAL_FAILURE, { hangUp: true });
+    const error = callError(ErrorCodes.CALL_INTERNAL_ERROR, `switchboard: internal error (${where}); the server log has the details under this call id`);
+    this.conversation.error(error);
+    void this.end(endedReasonFor(error), { hangUp: true });
   }
 
   /** Ends the call from outside (shutdown grace over, worker decisions). */
-  async terminate(reason: string, note?: string): Promise<void> {
+  async terminate(reason: string, note?: CallError): Promise<void> {
     if (note && !this.ended) this.conversation.error(note);
     await this.end(reason, { hangUp: true });
   }
@@ -463,7 +462,7 @@ export class CallController<R extends { id: string }> {
     if (err) {
       const provider = (err as ProviderError).provider ?? 'unknown';
       this.log.warn({ err, code: (err as ProviderError).code }, 'the silence check-in failed; saying the fallback line');
-      this.conversation.error(`${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`);
+      this.conversation.error(callError(ErrorCodes.SILENCE_CHECK_IN_FAILED, `${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`, provider));
     }
     return fallback;
   }
@@ -475,8 +474,9 @@ export class CallController<R extends { id: string }> {
     if (this.ended) return;
     const provider = (err as ProviderError).provider ?? fallbackProvider;
     this.log.error({ err, code: (err as ProviderError).code }, 'provider failed; ending the call');
-    this.conversation.error(`${provider}: ${err.message}`);
-    void this.end(`pipeline-error-${provider}`, { hangUp: true });
+    const error = callErrorFrom(err, ErrorCodes.PROVIDER_FAILED, { message: `${provider}: ${err.message}`, provider });
+    this.conversation.error(error);
+    void this.end(endedReasonFor(error), { hangUp: true });
   }
 
   /** Stops the conversation (what is being said is cut) and says `text`, which cannot be interrupted. */
@@ -501,8 +501,9 @@ export class CallController<R extends { id: string }> {
       return null;
     } catch (err) {
       this.log.error({ err }, 'transfer failed');
-      this.conversation.error(`transfer: ${(err as Error).message}`);
-      return `pipeline-error-${(err as { provider?: string }).provider ?? 'telephony'}`;
+      const error = callErrorFrom(err, ErrorCodes.TRANSFER_FAILED, { message: `transfer: ${(err as Error).message}`, provider: this.transport.kind });
+      this.conversation.error(error);
+      return endedReasonFor(error);
     }
   }
 
@@ -550,7 +551,8 @@ export class CallController<R extends { id: string }> {
     await step('engine', () => this.session?.stop());
     if (reason === 'call-transferred' && this.transferring) {
       // closing the stream before the telephony provider took the transfer would drop the caller
-      const failure = await this.transferring.catch(() => 'pipeline-error-telephony');
+      const carrier = this.transport?.kind ?? 'telephony';
+      const failure = await this.transferring.catch(() => endedReasonFor(callError(ErrorCodes.TRANSFER_FAILED, 'transfer failed', carrier)));
       if (failure) [reason, options] = [failure, { hangUp: true }];
     }
     if (options.hangUp && this.transport) {

@@ -6,6 +6,7 @@
  * chat record (`ChatLedger`, src/chats/chat.ts). The controller never writes a record by hand.
  */
 import type { CallSession } from '../../engine/session.js';
+import type { CallError } from '../errors.js';
 import type { AnsweredBy } from './store.js';
 
 export type ConversationRole = 'user' | 'assistant' | 'tool';
@@ -13,8 +14,8 @@ export type ConversationRole = 'user' | 'assistant' | 'tool';
 export interface ConversationLog {
   /** A line of the conversation (a call's transcript keeps `user` and `assistant` lines). */
   message(role: ConversationRole, content: string, nodeId: string | null, toolName?: string): void;
-  /** A failure the record names in its `errors` (the human sentence). */
-  error(text: string): void;
+  /** A failure the record names in its `errors` (`{code, message, provider?}`). */
+  error(entry: CallError): void;
   /** Saves the session soon (coalesced): other readers see the conversation as it is. */
   persistSoon(session: () => CallSession | null): void;
   /** The record's current node and nodes visited, as the engine has them. */

@@ -7,6 +7,7 @@ import type { CallSession } from '../../engine/session.js';
 import type { CallNotifier } from './notifier.js';
 import { forgetConversation, type AnsweredBy, type CallMessage, type CallRecord, type CallStore } from './store.js';
 import type { ConversationLog, ConversationRole } from './conversation.js';
+import type { CallError } from '../errors.js';
 
 export interface CallLedgerDeps {
   store: CallStore;
@@ -50,8 +51,8 @@ export class CallLedger implements ConversationLog {
     this.deps.onMessage?.(message);
   }
 
-  error(text: string): void {
-    this.record.errors.push(text);
+  error(entry: CallError): void {
+    this.record.errors.push(entry);
   }
 
   answeredBy(who: AnsweredBy): void {

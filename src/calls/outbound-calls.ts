@@ -16,6 +16,7 @@ import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallService } from './service.js';
 import { newCallRecord, transition, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
+import { callError, callErrorFrom, errorMessages, ErrorCodes, type CallError } from '../errors.js';
 
 /** What places and stops calls at a carrier (the Twilio transport today; SIP next). */
 export interface OutboundCarrier {
@@ -137,7 +138,7 @@ export class OutboundCalls {
         return !!record && record.status !== 'ended' && record.status !== 'queued';
       },
       onGaveUp: async (job, err) => {
-        await this.endBeforeAnswer(job.callId, 'dial-failed', [`switchboard: the call could not be dialled (${(err as Error).message})`]);
+        await this.endBeforeAnswer(job.callId, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `switchboard: the call could not be dialled (${(err as Error).message})`)]);
       },
     });
   }
@@ -198,7 +199,7 @@ export class OutboundCalls {
       workflowId: input.workflow_id,
       ...(input.variables ? { variables: input.variables } : {}),
     });
-    if (refused) return { kind: 'rejected', details: refused.errors };
+    if (refused) return { kind: 'rejected', details: errorMessages(refused.errors) };
 
     const records: CallRecord[] = [];
     for (const customer of input.customers) {
@@ -226,7 +227,7 @@ export class OutboundCalls {
       // the queue is down: the calls must not wait forever for a dial that will not come
       this.log.error({ err, calls: records.length }, 'outbound calls could not be queued; ending them');
       for (const record of records) {
-        await this.endBeforeAnswer(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
+        await this.endBeforeAnswer(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, 'switchboard: the call could not be queued for dialling')]);
       }
       throw err;
     }
@@ -273,7 +274,7 @@ export class OutboundCalls {
     const carrier = this.carrier(record.transport);
     const unusable = carrier.unusable(account);
     if (unusable) {
-      await this.endBeforeAnswer(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
+      await this.endBeforeAnswer(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `${carrier.kind}: ${unusable}`, carrier.kind)]);
       return 'skipped';
     }
     // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
@@ -288,8 +289,8 @@ export class OutboundCalls {
     } catch (err) {
       // a record that cannot be written will not be dialled on a retry either
       await this.endBeforeAnswer(record.id, 'dial-failed', [
-          `switchboard: the call could not be dialled (its record could not be written: ${(err as Error).message})`,
-        ]);
+        callError(ErrorCodes.DIAL_FAILED, `switchboard: the call could not be dialled (its record could not be written: ${(err as Error).message})`),
+      ]);
       return 'skipped';
     }
     if (!ringing) return 'skipped';
@@ -316,7 +317,7 @@ export class OutboundCalls {
         return 'dialled';
       }
       this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
-      await this.endBeforeAnswer(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
+      await this.endBeforeAnswer(ringing.id, 'dial-failed', [callErrorFrom(err, ErrorCodes.DIAL_FAILED, { message: `${carrier.kind}: ${(err as Error).message}`, provider: carrier.kind })]);
       return 'skipped';
     }
     // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
@@ -348,7 +349,7 @@ export class OutboundCalls {
    * never left queued by it, and `POST /calls/{id}/end` never fails on it. Null when it had ended.
    * A throw: the session store itself is down.
    */
-  private async endBeforeAnswer(callId: string, reason: string, errors: string[] = []): Promise<CallRecord | null> {
+  private async endBeforeAnswer(callId: string, reason: string, errors: CallError[] = []): Promise<CallRecord | null> {
     let unwritable: unknown;
     try {
       return await this.o.service.endUnanswered(callId, reason, errors);
@@ -388,7 +389,7 @@ export class OutboundCalls {
    * The carrier's progress for a call: a call that never got as far as its media ends here with
    * the carrier's reason. Live calls end through their media (or their process), not here.
    */
-  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: string[] = []): Promise<void> {
+  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: CallError[] = []): Promise<void> {
     const reasons = {
       completed: 'customer-ended-call',
       busy: 'customer-busy',

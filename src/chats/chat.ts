@@ -15,6 +15,7 @@ import { assistantOnlyDefinition } from '../calls/call.js';
 import { CallController } from '../calls/controller.js';
 import type { ConversationLog, ConversationRole } from '../calls/conversation.js';
 import type { ToolCallOutcome, ToolCallRequest } from '../calls/notifier.js';
+import type { CallError } from '../errors.js';
 import type { ChatRecord } from './store.js';
 import { TextBackend } from './text-backend.js';
 
@@ -122,8 +123,8 @@ class ChatLedger implements ConversationLog {
     if (role === 'assistant') this.reply.push({ role: 'assistant', content, node_id: nodeId });
   }
 
-  error(text: string): void {
-    this.record.errors.push(text);
+  error(entry: CallError): void {
+    this.record.errors.push(entry);
   }
 
   async close(reason: string): Promise<void> {

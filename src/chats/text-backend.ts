@@ -7,7 +7,7 @@ import type { ProviderOverrides } from '../../engine/compile.js';
 import type { RunModelCommand } from '../../engine/session.js';
 import { defaultCatalog, findProvider, isRealtimeProvider } from '../../engine/catalog.js';
 import type { LlmConfig } from '../../engine/schema.js';
-import type { LlmProvider, Providers } from '../providers/types.js';
+import { ProviderError, type LlmProvider, type Providers } from '../providers/types.js';
 import type { BackendContext, ConversationBackend, Heard, LineRequest } from '../calls/backend.js';
 import { runModelTurn } from '../calls/model-turn.js';
 
@@ -91,7 +91,7 @@ export class TextBackend implements ConversationBackend {
     const config = chatModelConfig(this.overrides.llm_config ?? this.ctx.assistant.llm_config);
     const provider: LlmProvider | undefined = this.providers.llm.get(config.provider);
     if (!provider) {
-      events.failed(new Error(`no llm adapter for "${config.provider}"`), config.provider);
+      events.failed(new ProviderError('PROVIDER_NO_ADAPTER', config.provider, `no llm adapter for "${config.provider}"`), config.provider);
       return;
     }
     let words = '';

@@ -213,7 +213,7 @@ async function showReport(kind, id, endedReason) {
       const seconds = call.started_at && call.ended_at ? (Date.parse(call.ended_at) - Date.parse(call.started_at)) / 1000 : null;
       facts[0][1] = call.ended_reason ?? endedReason ?? '—';
       facts.push(['duration', seconds === null ? '—' : `${seconds.toFixed(1)} s`], ['nodes_visited', call.nodes_visited.join(' → ')]);
-      if (call.errors.length) facts.push(['errors', call.errors.join('; ')]);
+      if (call.errors.length) facts.push(['errors', call.errors.map((e) => (typeof e === 'string' ? e : e.message)).join('; ')]);
     }
   } else if (state.session?.chat) {
     facts.push(['nodes_visited', state.session.chat.nodes_visited.join(' → ')]);

@@ -5,6 +5,8 @@
 import type { Db } from './db.js';
 import { DAY_MS, deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
+import { readCallErrors, type CallError } from '../errors.js';
 
 export interface LoggedMessage {
   role: 'assistant' | 'user' | 'tool' | 'system';
@@ -41,7 +43,7 @@ export interface CallLogEntry {
   messages: LoggedMessage[];
   nodes_visited: string[];
   current_node: string | null;
-  errors: string[];
+  errors: CallError[];
   /** `null`: none was extracted. A later write without it keeps the one already logged. */
   structured_data: unknown;
   recording_ref: string | null;
@@ -74,9 +76,10 @@ export interface CallLogPage {
 }
 
 /** A cursor that no page of ours made. */
-export class InvalidCursorError extends Error {
+export class InvalidCursorError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.INVALID_CURSOR] as const;
   constructor() {
-    super('not a cursor from a previous page');
+    super(ErrorCodes.INVALID_CURSOR, 'not a cursor from a previous page');
   }
 }
 
@@ -128,7 +131,8 @@ interface CallRow {
   messages: LoggedMessage[];
   nodes_visited: string[];
   current_node: string | null;
-  errors: string[];
+  /** As stored: entries of rows written before entries had codes are strings. */
+  errors: unknown;
   structured_data: unknown;
   recording_ref: string | null;
   updated_at: Date | string;
@@ -160,7 +164,7 @@ const toLoggedCall = (r: CallRow): LoggedCall => ({
   messages: r.messages,
   nodes_visited: r.nodes_visited,
   current_node: r.current_node,
-  errors: r.errors,
+  errors: readCallErrors(r.errors),
   structured_data: r.structured_data,
   recording_ref: r.recording_ref,
   updated_at: iso(r.updated_at),

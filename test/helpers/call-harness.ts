@@ -6,6 +6,7 @@
  * keys and hangs up. Everything runs on fake timers (`useFastCalls()`): `advance(ms)` plays that
  * much of the call, in milliseconds of wall time.
  */
+import type { CallError } from '../../src/errors.js';
 import { afterEach, beforeEach, vi } from 'vitest';
 import { pino } from 'pino';
 import { AssistantCreate, assistantProblems, effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
@@ -57,7 +58,7 @@ export class MemoryNotifier implements CallNotifier {
   readonly toolRequests: Array<{ calls: ToolCallRequest[]; url?: string | undefined; nodeId?: string; async?: boolean; at: number }> = [];
   answer: (call: ToolCallRequest, options: { url?: string | undefined; nodeId?: string }) => ToolAnswer = () => ({ error: 'no answer scripted' });
 
-  async statusUpdate(_call: CallRecord, status: CallStatus, extra?: { ended_reason?: string; errors?: string[]; destination?: string }): Promise<void> {
+  async statusUpdate(_call: CallRecord, status: CallStatus, extra?: { ended_reason?: string; errors?: CallError[]; destination?: string }): Promise<void> {
     this.statuses.push({ status, ...(extra ? { extra } : {}), at: performance.now() });
   }
 

@@ -84,7 +84,7 @@ export class RealtimeBackend implements ConversationBackend {
     const config = this.ctx.assistant.llm_config;
     const provider = this.o.providers.realtime.get(config.provider);
     if (!provider) {
-      this.ctx.events.failed(new Error(`no realtime adapter for "${config.provider}"`), this.provider);
+      this.ctx.events.failed(new ProviderError('PROVIDER_NO_ADAPTER', config.provider, `no realtime adapter for "${config.provider}"`), this.provider);
       return;
     }
     try {

@@ -14,6 +14,7 @@ import { parseSipProxy } from './addresses.js';
 import { answerChallenge } from './digest.js';
 import { ALLOW, releaseSockets, type Dialog, type Dialogs } from './dialogs.js';
 import type { Remote, SipEndpoint } from './endpoint.js';
+import { callError, endedReasonFor, ErrorCodes, type CallError } from '../../errors.js';
 import { header, parseCSeq, parseNameAddr, parseVia, randomToken, request as sipRequest, tagOf, type SipRequest, type SipResponse } from './message.js';
 import type { RtpPair, RtpPorts } from './rtp.js';
 import { negotiate, offer, type Negotiated } from './sdp.js';
@@ -107,7 +108,7 @@ export class SipDialler {
       resolveTaken(ids);
     };
     /** A failure: a refusal of the dial while unsettled, else the call's end with the carrier's reason. */
-    const failed = async (err: Error & { status?: number }, outcome: ReturnType<typeof sipOutcome>, errors: string[]) => {
+    const failed = async (err: Error & { status?: number }, outcome: ReturnType<typeof sipOutcome>, errors: CallError[]) => {
       if (!settled) {
         settled = true;
         rejectTaken(err);
@@ -177,14 +178,14 @@ export class SipDialler {
         if (canceled) return void (await failed(new Error(`canceled (${status})`), 'no-answer', []));
         if (response.status === 408 && !ringing) {
           // no answer at all: the trunk never took it
-          return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [`sip: the trunk did not answer the INVITE (${status})`]));
+          return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the trunk did not answer the INVITE (${status})`, 'sip')]));
         }
         if (response.status === 401 || response.status === 407 || response.status === 403) {
-          return void (await failed(Object.assign(new Error(`the trunk refused the call (${status})`), { status: response.status }), 'failed', [`sip: the trunk refused the call (${status})`]));
+          return void (await failed(Object.assign(new Error(`the trunk refused the call (${status})`), { status: response.status }), 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the trunk refused the call (${status})`, 'sip')]));
         }
         tookIt();
         const outcome = sipOutcome(response.status);
-        await this.o.outboundCalls().progress(record.id, outcome, outcome === 'failed' ? [`sip: the call failed (${status})`] : []);
+        await this.o.outboundCalls().progress(record.id, outcome, outcome === 'failed' ? [callError(ErrorCodes.DIAL_FAILED, `sip: the call failed (${status})`, 'sip')] : []);
         return;
       }
       // answered: the ACK (a request of its own, sent again for each copy of the 200), then the dialog
@@ -229,7 +230,7 @@ export class SipDialler {
         const d = this.o.dialogs.create({ ...dialogBase, media, negotiated: deadMedia });
         await this.o.dialogs.bye(d);
         this.o.dialogs.release(d);
-        await this.o.calls.endUnanswered(record.id, 'dial-failed', [`sip: the answer's SDP: ${negotiated.problem}`]);
+        await this.o.calls.endUnanswered(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the answer's SDP: ${negotiated.problem}`, 'sip')]);
         return;
       }
       // the dialog first, so that a BYE while the call is being connected finds it
@@ -253,7 +254,7 @@ export class SipDialler {
       } else {
         releaseSockets(media, this.o.ports);
       }
-      await failed(err as Error, 'failed', [`sip: ${(err as Error).message}`]).catch((e: unknown) => this.o.log.error({ err: e, callId: record.id }, 'an outbound SIP call could not be ended'));
+      await failed(err as Error, 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: ${(err as Error).message}`, 'sip')]).catch((e: unknown) => this.o.log.error({ err: e, callId: record.id }, 'an outbound SIP call could not be ended'));
     });
     return taken;
   }

@@ -12,6 +12,7 @@ import { addressAllowed } from './addresses.js';
 import { challenge, verifyDigest } from './digest.js';
 import { ALLOW, releaseSockets, type Dialogs } from './dialogs.js';
 import { remoteKey, type Remote, type ServerTransaction } from './endpoint.js';
+import { callError, endedReasonFor, ErrorCodes, type CallError } from '../../errors.js';
 import { header, parseNameAddr, parseUri, randomToken, tagOf, type SipRequest } from './message.js';
 import type { SipMetrics } from './metrics.js';
 import type { RtpPair, RtpPorts } from './rtp.js';
@@ -119,27 +120,28 @@ export class InboundInvites {
       case 'replay':
         return this.refuse(tx, 482, 'Loop Detected', 'replay', remote);
       case 'rejected': {
-        const why = outcome.record.errors[0] ?? 'the call-start checks failed';
+        const why = outcome.record.errors[0]?.message ?? 'the call-start checks failed';
         return this.refuse(tx, 403, 'Forbidden', 'rejected', remote, [['reason', `SIP;cause=403;text="${why.replace(/["\\\r\n]/g, "'").slice(0, 200)}"`]]);
       }
       case 'accepted':
         break;
     }
     const record = outcome.record;
-    const unanswered = async (status: number, reason: string, why: string, errors: string[]) => {
+    const unanswered = async (status: number, reason: string, why: string, errors: CallError[]) => {
       if (!canceled()) this.refuse(tx, status, reason, why, remote);
-      await calls.endUnanswered(record.id, canceled() ? 'customer-ended-call' : 'call-start-error-sip', canceled() ? ['sip: the caller canceled the call before it was answered'] : errors);
+      if (canceled()) await calls.endUnanswered(record.id, 'customer-ended-call', [callError(ErrorCodes.CALL_CANCELED, 'sip: the caller canceled the call before it was answered', 'sip')]);
+      else await calls.endUnanswered(record.id, endedReasonFor(errors[0] ?? callError(ErrorCodes.CALL_START_FAILED, 'sip: the call could not start', 'sip')), errors);
     };
     if (canceled()) return unanswered(487, 'Request Terminated', 'canceled', []);
     if (!(await calls.claimStream(record.id, outcome.streamToken))) {
-      return unanswered(480, 'Temporarily Unavailable', 'ended', ['sip: the call ended before it was answered']);
+      return unanswered(480, 'Temporarily Unavailable', 'ended', [callError(ErrorCodes.CALL_START_FAILED, 'sip: the call ended before it was answered', 'sip')]);
     }
     let media: RtpPair;
     try {
       media = await ports.allocate(this.o.host);
     } catch (err) {
       this.o.log.error({ err, callId: record.id }, 'no RTP port for a call');
-      return unanswered(503, 'Service Unavailable', 'ports', [`sip: ${(err as Error).message}`]);
+      return unanswered(503, 'Service Unavailable', 'ports', [callError(ErrorCodes.CALL_START_FAILED, `sip: ${(err as Error).message}`, 'sip')]);
     }
     if (canceled()) {
       releaseSockets(media, ports);

@@ -5,6 +5,7 @@
  * a REFER. It also watches the dialog's RTP: a keep-alive frame while the assistant is silent,
  * and the far end gone after the liveness limit without its packets.
  */
+import { SipTransferError } from './errors.js';
 import type { Logger } from 'pino';
 import type { CallRecord } from '../../calls/store.js';
 import { MULAW_8K, type CallTransport } from '../../calls/transport.js';
@@ -93,7 +94,7 @@ export function sipTransport(dialog: Dialog, record: CallRecord, o: SipTransport
         ['referred-by', `<sip:${record.phone_number?.number ?? 'switchboard'}@${o.publicAddress}>`],
       ]);
       if (response.status < 200 || response.status >= 300) {
-        throw new Error(`sip: the far end refused the transfer (REFER answered ${response.status} ${response.reason})`);
+        throw new SipTransferError(`sip: the far end refused the transfer (REFER answered ${response.status} ${response.reason})`, response.status);
       }
       o.log.info({ callId: record.id, referTo }, 'transfer taken by the far end (REFER accepted)');
     },
