@@ -38,6 +38,8 @@ export interface ConversationSpec<R> {
   /** Silence checks and `max_duration_seconds` (a call's; a chat has neither). */
   timed: boolean;
   callTools: ToolCaller;
+  /** A defect fails the turn (`idle()` rejects with it: a chat's request answers the error) instead of ending the conversation. */
+  rejectOnDefect?: boolean;
   /** Makes the backend, given what the controller offers it. */
   backend(context: BackendContext): ConversationBackend;
 }
@@ -70,6 +72,8 @@ export class CallController<R extends { id: string }> {
   /** Work started and not yet over (tool nodes, voicemail): a chat's turn waits for none. */
   private running = 0;
   private idleWaiters: Array<() => void> = [];
+  /** The defect that failed a turn (`rejectOnDefect`). */
+  private defect: { err: unknown } | null = null;
 
   constructor(private readonly spec: ConversationSpec<R>) {
     this.record = spec.record;
@@ -194,6 +198,13 @@ export class CallController<R extends { id: string }> {
   fail(err: unknown, where: string): void {
     this.log.error({ err, where }, 'the call failed inside Switchboard; ending it');
     if (this.ended) return;
+    if (this.spec.rejectOnDefect) {
+      // the turn fails as a whole, nothing more is carried out, and the record is not closed
+      this.defect = { err };
+      this.ended = true;
+      this.checkIdle();
+      return;
+    }
     const error = callError(ErrorCodes.CALL_INTERNAL_ERROR, `switchboard: internal error (${where}); the server log has the details under this call id`);
     this.conversation.error(error);
     void this.end(endedReasonFor(error), { hangUp: true });
@@ -216,6 +227,7 @@ export class CallController<R extends { id: string }> {
       this.checkIdle();
     });
     await this.ending;
+    if (this.defect) throw this.defect.err;
   }
 
   /** The engine's session, once it counts (for the record: saved as it goes and at the end). */

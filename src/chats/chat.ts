@@ -81,6 +81,8 @@ async function runChatTurn(record: ChatRecord, deps: ChatDeps, saved: Record<str
     audio: null,
     timed: false,
     callTools: (calls, options) => deps.toolCalls(record, calls, options),
+    // our own failure (a store that cannot be read) fails the request; the chat goes on from its last saved turn
+    rejectOnDefect: true,
     backend: (context) => new TextBackend(context, deps.providers),
   });
   await controller.start(saved ?? undefined);
