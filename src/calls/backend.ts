@@ -108,6 +108,12 @@ export interface NodeView {
 
 export interface ConversationBackend {
   /**
+   * The controller's own lines (the consent, the outbound first line, the voicemail message) are
+   * in the record whole, word for word, from when they are asked for (the pipeline, as it always
+   * was); otherwise what was heard of them, once over (a realtime model's, as it always was).
+   */
+  readonly ownLinesRecordedWhenAsked: boolean;
+  /**
    * Connects the providers (with the node's `overrides`: a resumed conversation keeps them); one
    * that cannot be had is reported through `failed`, and start then resolves.
    */

@@ -374,12 +374,14 @@ export class CallController<R extends { id: string }> {
 
   /** One of the controller's own lines (consent, the outbound first line, voicemail); resolves once over. */
   private sayOwn(text: string): Promise<void> {
-    return new Promise((resolve) =>
+    const asked = this.backend.ownLinesRecordedWhenAsked;
+    return new Promise((resolve) => {
       this.backend.say({ text, interruptible: false, sayId: null, nodeId: null }, (heard) => {
-        if (heard.text) this.conversation.message('assistant', heard.text, null);
+        if (!asked && heard.text) this.conversation.message('assistant', heard.text, null);
         resolve();
-      }),
-    );
+      });
+      if (asked) this.conversation.message('assistant', text, null);
+    });
   }
 
   private lineOver(line: LineRequest, heard: Heard): void {

@@ -33,6 +33,8 @@ export function chatModelConfig(block: LlmConfig): LlmConfig {
 
 export class TextBackend implements ConversationBackend {
   private overrides: ProviderOverrides = {};
+  /** A chat says no lines of its own. */
+  readonly ownLinesRecordedWhenAsked = false;
   /** Lines written and model turns running: the chat's turn is over when none is. */
   private pending = 0;
   /** Never aborted: a chat's turn is not cut; it ends with the request. */

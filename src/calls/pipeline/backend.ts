@@ -50,6 +50,7 @@ export class PipelineBackend implements ConversationBackend {
    */
   private readonly playing = new Map<Utterance, (outcome: UtteranceOutcome) => void>();
   private closed = false;
+  readonly ownLinesRecordedWhenAsked = true;
 
   constructor(
     private readonly ctx: BackendContext,

@@ -62,6 +62,7 @@ export class RealtimeBackend implements ConversationBackend {
   /** When the model last sent anything at all (performance.now()). */
   private lastModelEventAt = 0;
   private closed = false;
+  readonly ownLinesRecordedWhenAsked = false;
   private readonly pacer: OutboundPacer;
   private readonly turnClock: TurnClock;
   /** A failure that names no provider is the realtime model's. */
