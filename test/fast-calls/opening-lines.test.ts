@@ -4,6 +4,8 @@
  * of them whole, word for word, the moment it was asked for; the controller records only what was
  * heard once the line is over, so a machine (or caller) that hangs up in the middle of the line
  * loses it from the transcript, the report and the browser's messages.
+ * And two changes the controller made on a realtime call before its engine starts, pinned here
+ * (both fail on 1683b94): max_duration_seconds now ends it, and a key over the consent is not input.
  */
 import { describe, expect, it } from 'vitest';
 import { callHarness, useFastCalls } from '../helpers/call-harness.js';
@@ -35,5 +37,31 @@ describe('a pipeline call: the lines it says before and instead of the conversat
     h.caller.hangUp();
     const report = await h.untilEnded();
     expect(report.messages.map((m) => [m.role, m.content])).toEqual([['assistant', consent]]);
+  });
+});
+
+describe('a realtime call before its engine has started (the recording consent playing)', () => {
+  const long = 'This call is recorded. '.repeat(30).trim();
+
+  it('max_duration_seconds ends it exceeded-max-duration, as a pipeline call (before the controller it was lost, and the call ran on)', async () => {
+    const h = callHarness({ kind: 'realtime', assistant: { max_duration_seconds: 10, first_message: 'Hi.', recording_consent: { enabled: true, message: long } } });
+    await h.start();
+    const report = await h.untilEnded();
+    expect(report.ended_reason).toBe('exceeded-max-duration');
+    expect(report.messages.map((m) => m.content)).not.toContain('Hi.');
+  });
+
+  it('a key pressed over it is not caller input, as in a pipeline call (before the controller the transcript had "DTMF: 5" ahead of the consent)', async () => {
+    const h = callHarness({ kind: 'realtime', assistant: { first_message: 'Hi there.', recording_consent: { enabled: true, message: 'This call is recorded.' } } });
+    await h.start();
+    await h.until('the consent under way', () => h.transport.frames.length > 5);
+    h.caller.press('5');
+    await h.until('the first line heard', () => h.heard().includes('Hi there.'));
+    h.caller.hangUp();
+    const report = await h.untilEnded();
+    expect(report.messages.map((m) => [m.role, m.content])).toEqual([
+      ['assistant', 'This call is recorded.'],
+      ['assistant', 'Hi there.'],
+    ]);
   });
 });
