@@ -74,9 +74,9 @@ export interface BackendEvents {
   settled(): void;
   /**
    * A silence check-in failed (`err`) or said nothing (`err` null): returns the line to say
-   * instead, and notes the failure in the record's `errors`.
+   * instead, and notes the failure in the record's `errors` (`provider` when the error names none).
    */
-  checkInFallback(fallback: string, err: Error | null): string;
+  checkInFallback(fallback: string, err: Error | null, provider: string): string;
   /** A provider failed: the call ends `pipeline-error-<provider>` (`provider` when the error names none). */
   failed(err: Error, provider: string): void;
   /** Our own code threw: the call ends `pipeline-error-switchboard`. */

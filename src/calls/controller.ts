@@ -258,7 +258,7 @@ export class CallController<R extends { id: string }> {
         this.armSilence();
         this.checkIdle();
       },
-      checkInFallback: (fallback, err) => this.checkInFallback(fallback, err),
+      checkInFallback: (fallback, err, provider) => this.checkInFallback(fallback, err, provider),
       failed: (err, provider) => this.providerFailed(err, provider),
       defect: (err, where) => this.fail(err, where),
     };
@@ -275,7 +275,11 @@ export class CallController<R extends { id: string }> {
   }
 
   private choseTransition(name: string, nodeId: string, answer?: (rejected: string | null, active: boolean) => void): void {
-    if (this.ended || this.leavingVoicemail) return;
+    if (this.ended || this.leavingVoicemail) {
+      // the conversation is over: the model's function call is answered, the engine does not move
+      answer?.('the call is ending', false);
+      return;
+    }
     const commands = this.session.send({ type: 'model.chose_transition', function_name: name, node_id: nodeId });
     if (answer) {
       const rejected = commands.find((c) => c.type === 'event_rejected');
@@ -472,9 +476,9 @@ export class CallController<R extends { id: string }> {
    * The model's silence check-in failed (`err`) or said nothing (`err` null): the call goes on,
    * the caller hears `fallback` instead, and a failure is noted in the record's `errors`.
    */
-  private checkInFallback(fallback: string, err: Error | null): string {
+  private checkInFallback(fallback: string, err: Error | null, fallbackProvider: string): string {
     if (err) {
-      const provider = (err as ProviderError).provider ?? 'unknown';
+      const provider = (err as ProviderError).provider ?? fallbackProvider;
       this.log.warn({ err, code: (err as ProviderError).code }, 'the silence check-in failed; saying the fallback line');
       this.conversation.error(callError(ErrorCodes.SILENCE_CHECK_IN_FAILED, `${provider}: the silence check-in failed (${err.message}); "${fallback}" was said instead`, provider));
     }

@@ -292,7 +292,7 @@ export class PipelineBackend implements ConversationBackend {
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
     if (command.fallback !== undefined && text.trim() === '') {
-      text = events.checkInFallback(command.fallback, failure);
+      text = events.checkInFallback(command.fallback, failure, UNNAMED);
       this.speaker.addSentence(utterance, text);
     } else if (failure) {
       this.ctx.log.warn({ err: failure }, 'the silence check-in failed after its first words; they stand');

@@ -260,7 +260,7 @@ export class RealtimeBackend implements ConversationBackend {
   /** A check-in that said nothing (failed, empty, never started): its fallback, as the model's reply. */
   private sayFallback(checkIn: Spoken, fallback: string): void {
     if (this.closed || !this.rt) return;
-    const text = this.ctx.events.checkInFallback(fallback, checkIn.failure);
+    const text = this.ctx.events.checkInFallback(fallback, checkIn.failure, this.provider);
     this.expectReply(checkIn.nodeId);
     this.rt.createResponse(this.sayExactly(text), { tools: [] });
   }
