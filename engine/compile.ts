@@ -14,7 +14,7 @@ import type {
   WorkflowEdge,
   WorkflowNode,
 } from './schema.js';
-import { EngineError } from './errors.js';
+import { EngineError, ErrorCodes } from './errors.js';
 import { formatPath } from './paths.js';
 import { assignTransitionNames, modelSystemPrompt } from './prompt.js';
 
@@ -246,8 +246,9 @@ export interface CompiledWorkflow {
 }
 
 export class WorkflowCompileError extends EngineError {
+  static override readonly codes = [ErrorCodes.WORKFLOW_COMPILE_FAILED] as const;
   constructor(readonly details: string[]) {
-    super('WORKFLOW_COMPILE_FAILED', `Workflow cannot be compiled: ${details.join('; ')}`);
+    super(ErrorCodes.WORKFLOW_COMPILE_FAILED, `Workflow cannot be compiled: ${details.join('; ')}`);
     this.name = 'WorkflowCompileError';
   }
 }

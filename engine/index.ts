@@ -1,5 +1,6 @@
 /** The workflow engine's public API: pure TypeScript, no I/O. */
 export * from './schema.js';
+export * from './text.js';
 export * from './catalog.js';
 export * from './errors.js';
 export * from './assistant.js';

@@ -4,6 +4,7 @@
  * is generated from them.
  */
 import { z } from 'zod';
+import { wellFormed } from './text.js';
 
 export const LIMITS = {
   nodes: 500,
@@ -25,8 +26,8 @@ export const WEBHOOK_EVENT_TYPES = [
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
-export const Text = z.string().max(LIMITS.textLength);
-export const E164 = z.string().regex(E164_PATTERN, E164_MESSAGE);
+export const Text = wellFormed().max(LIMITS.textLength);
+export const E164 = wellFormed().regex(E164_PATTERN, E164_MESSAGE);
 export const HttpUrl = z
   .string()
   .max(2048)
@@ -49,12 +50,12 @@ export const ChatMessage = z.strictObject({
 /** JSON-Schema-style object describing a tool's parameters. */
 export const ToolParameters = z.strictObject({
   type: z.literal('object'),
-  properties: z.record(z.string(), z.unknown()).optional(),
-  required: z.array(z.string()).optional(),
+  properties: z.record(wellFormed(), z.unknown()).optional(),
+  required: z.array(wellFormed()).optional(),
 });
 
 export const Tool = z.strictObject({
-  name: z.string().regex(TOOL_NAME_PATTERN, 'must be 1 to 64 of A-Z, a-z, 0-9, _ and -'),
+  name: wellFormed().regex(TOOL_NAME_PATTERN, 'must be 1 to 64 of A-Z, a-z, 0-9, _ and -'),
   description: Text.optional(),
   url: HttpUrl.optional(),
   async: z.boolean().optional(),
@@ -62,14 +63,14 @@ export const Tool = z.strictObject({
 });
 export type Tool = z.infer<typeof Tool>;
 
-const Provider = z.string().min(1).max(64);
-const ModelName = z.string().min(1).max(200);
+const Provider = wellFormed().min(1).max(64);
+const ModelName = wellFormed().min(1).max(200);
 
 export const SttConfig = z.strictObject({
   provider: Provider,
   model: ModelName.optional(),
-  language: z.string().min(1).max(32).optional(),
-  keyterms: z.array(z.string().min(1).max(200)).max(100).optional(),
+  language: wellFormed().min(1).max(32).optional(),
+  keyterms: z.array(wellFormed().min(1).max(200)).max(100).optional(),
   smart_format: z.boolean().optional(),
   endpointing: z.number().int().min(0).max(10_000).optional(),
   numerals: z.boolean().optional(),
@@ -93,7 +94,7 @@ export type LlmConfig = z.infer<typeof LlmConfig>;
 
 export const TtsConfig = z.strictObject({
   provider: Provider,
-  voice_id: z.string().min(1).max(200).optional(),
+  voice_id: wellFormed().min(1).max(200).optional(),
   model: ModelName.optional(),
   stability: z.number().min(0).max(1).optional(),
   similarity_boost: z.number().min(0).max(1).optional(),
@@ -102,7 +103,7 @@ export const TtsConfig = z.strictObject({
   speed: z.number().min(0.25).max(4).optional(),
   apply_text_normalization: z.enum(['auto', 'on', 'off']).optional(),
   apply_language_text_normalization: z.boolean().optional(),
-  language: z.string().min(1).max(32).optional(),
+  language: wellFormed().min(1).max(32).optional(),
 });
 export type TtsConfig = z.infer<typeof TtsConfig>;
 
@@ -127,13 +128,13 @@ export const TurnTaking = z
 export const SpeechConfig = z.strictObject({
   turn_taking: TurnTaking.optional(),
   pronunciation: z
-    .array(z.strictObject({ from: z.string().min(1).max(200), to: z.string().max(200) }))
+    .array(z.strictObject({ from: wellFormed().min(1).max(200), to: wellFormed().max(200) }))
     .max(500)
     .optional(),
   background_audio: z
     .strictObject({
       enabled: z.boolean().optional(),
-      clip: z.string().min(1).max(2000).nullable().optional(),
+      clip: wellFormed().min(1).max(2000).nullable().optional(),
       volume: z.number().min(0).max(1).optional(),
     })
     .optional(),
@@ -179,9 +180,9 @@ export const ToolArgumentValue = z.union([Text, z.number(), z.boolean(), z.null(
 export const ToolNode = z.strictObject({
   ...nodeCommon,
   type: z.literal('tool'),
-  tool_name: z.string().regex(TOOL_NAME_PATTERN, 'must be 1 to 64 of A-Z, a-z, 0-9, _ and -'),
+  tool_name: wellFormed().regex(TOOL_NAME_PATTERN, 'must be 1 to 64 of A-Z, a-z, 0-9, _ and -'),
   url: HttpUrl,
-  arguments: z.record(z.string(), ToolArgumentValue).optional(),
+  arguments: z.record(wellFormed(), ToolArgumentValue).optional(),
 });
 
 export const TransferNode = z.strictObject({
@@ -233,7 +234,7 @@ export const AnalysisPlan = z.strictObject({
   structured_data_plan: z
     .strictObject({
       enabled: z.boolean().optional(),
-      schema: z.record(z.string(), z.unknown()).nullable().optional(),
+      schema: z.record(wellFormed(), z.unknown()).nullable().optional(),
       messages: z.array(ChatMessage).max(20).optional(),
     })
     .optional(),
@@ -244,8 +245,8 @@ export const WebhookEvents = z.array(z.enum(WEBHOOK_EVENT_TYPES)).max(4);
 
 /** Every assistant field a client may write (create and patch). */
 export const assistantFields = {
-  name: z.string().min(1).max(LIMITS.nameLength),
-  business_name: z.string().max(LIMITS.nameLength),
+  name: wellFormed().min(1).max(LIMITS.nameLength),
+  business_name: wellFormed().max(LIMITS.nameLength),
   notification_email: z.email().max(320),
   notification_emails: z.array(z.email().max(320)).max(50),
   recording_consent: z.strictObject({ enabled: z.boolean().optional(), message: Text.optional() }),
@@ -258,7 +259,7 @@ export const assistantFields = {
   voicemail_message: Text,
   gdpr_mode: z.boolean(),
   webhook_url: HttpUrl,
-  webhook_secret: z.string().min(8).max(512),
+  webhook_secret: wellFormed().min(8).max(512),
   webhook_events: WebhookEvents,
   analysis_plan: AnalysisPlan,
   stt_config: SttConfig,

@@ -25,7 +25,7 @@ import {
   type SilencePolicy,
 } from './compile.js';
 import { DEFAULT_SILENCE as PLATFORM_SILENCE } from './assistant.js';
-import { EngineError } from './errors.js';
+import { EngineError, ErrorCodes } from './errors.js';
 import { buildModelContext, type ModelContext, type TransitionFunction } from './prompt.js';
 
 export interface CallSessionOptions {
@@ -116,6 +116,7 @@ export interface CallSession {
 export type CallSessionErrorCode = 'NOT_STARTED' | 'SNAPSHOT_INVALID' | 'SNAPSHOT_DEFINITION_MISMATCH';
 
 export class CallSessionError extends EngineError {
+  static override readonly codes = [ErrorCodes.NOT_STARTED, ErrorCodes.SNAPSHOT_INVALID, ErrorCodes.SNAPSHOT_DEFINITION_MISMATCH] as const;
   declare readonly code: CallSessionErrorCode;
 
   constructor(code: CallSessionErrorCode, message: string) {

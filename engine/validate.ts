@@ -469,8 +469,11 @@ function describeIssue(issue: Issue): Detail[] {
       }
       return one('does not match any of the allowed forms');
     }
-    case 'invalid_key':
-      return one('has an invalid key');
+    case 'invalid_key': {
+      // a field name refused for what it holds (an unpaired surrogate) says so
+      const own = issue.issues.find((i) => isCustomMessage(i as Issue));
+      return one(own ? `field name ${own.message}` : 'has an invalid key');
+    }
     case 'invalid_element':
       return one('has an invalid item');
     default:

@@ -2,6 +2,7 @@
 import net from 'node:net';
 import { z } from 'zod';
 import { parseRecordingsS3Url } from './recordings/storage.js';
+import { ErrorCodes, SwitchboardError } from '../engine/errors.js';
 
 const Port = z.coerce.number().int().min(0).max(65_535);
 /** Whole days to keep something, 0 for ever, at most 100 years; `what` names it in the messages. */
@@ -105,8 +106,12 @@ const ConfigSchema = z.object({
 
 export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };
 
-export class ConfigError extends Error {
+export class ConfigError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.CONFIG_INVALID] as const;
   override name = 'ConfigError';
+  constructor(message: string) {
+    super(ErrorCodes.CONFIG_INVALID, message);
+  }
 }
 
 /** Reads the configuration from `env`; empty strings count as unset. */

@@ -7,6 +7,7 @@ import { createStore, type Store } from './store/index.js';
 import { buildApp } from './app.js';
 import { createRuntime } from './runtime.js';
 import { collectStartupGarbage } from './heap.js';
+import { installLastResort } from './last-resort.js';
 
 const DEV_ORGANIZATION = 'Development';
 
@@ -42,12 +43,8 @@ async function main(): Promise<void> {
     await db.close();
     logger.info('stopped');
   };
-  // A promise that rejects with nobody to handle it is a defect (every call guards its own work),
-  // but it must not take down every live call with it: it is logged loudly and the server goes on.
-  process.on('unhandledRejection', (reason) => {
-    logger.error({ err: reason }, 'unhandled promise rejection (a defect: please report it)');
-    runtime.metrics.unhandledRejection();
-  });
+  // an error that escapes every guard is a defect, but must not take every live call down with it
+  installLastResort(logger, runtime.metrics);
   process.once('SIGINT', () => void shutdown('SIGINT'));
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
 

@@ -25,6 +25,7 @@ export class Metrics {
   private readonly swept: Counter<'ended_reason'>;
   private readonly refused: Counter<'transport'>;
   private readonly dialRequeues: Counter;
+  private readonly uncaught: Counter;
 
   constructor(liveCalls: () => number, options: { processMetrics?: boolean; outboxPending?: () => number } = {}) {
     const registers = [this.registry];
@@ -74,6 +75,11 @@ export class Metrics {
     this.unhandled = new Counter({
       name: 'switchboard_unhandled_rejections_total',
       help: 'Promise rejections nobody handled (defects; each is logged at error level).',
+      registers,
+    });
+    this.uncaught = new Counter({
+      name: 'switchboard_uncaught_exceptions_total',
+      help: 'Errors thrown outside every guard (uncaughtException: defects; each is logged at error level, with its call id when it has one); the process keeps serving.',
       registers,
     });
     this.requeued = new Counter({
@@ -151,6 +157,10 @@ export class Metrics {
 
   unhandledRejection(): void {
     this.unhandled.inc();
+  }
+
+  uncaughtException(): void {
+    this.uncaught.inc();
   }
 
   callEnded(reason: string): void {

@@ -10,8 +10,10 @@ import { describeCall, type LoggedCallStore } from '../calls/call-log.js';
 import { transcriptText } from '../calls/transcript.js';
 import { decodeCursor, InvalidCursorError, type CallLogEntry } from '../store/calls.js';
 import { ApiError, invalidRequest, notFound } from './errors.js';
-import { errorResponses, ErrorBody, IdParams } from './schemas.js';
+import { CallErrorEntry, errorResponses, ErrorBody, IdParams } from './schemas.js';
 import { E164 } from '../../engine/schema.js';
+import { wellFormed } from '../../engine/text.js';
+import { storable } from './storable.js';
 import { Variables } from './variables.js';
 import type { OutboundCalls } from '../calls/outbound-calls.js';
 import { callExample, placeCallExample, webCallExample } from './examples.js';
@@ -69,7 +71,7 @@ export const Call = z.object({
   started_at: Timestamp.nullable(),
   ended_at: Timestamp.nullable(),
   ended_reason: z.string().nullable(),
-  errors: z.array(z.string()),
+  errors: z.array(CallErrorEntry).describe('what went wrong, in order; ended_reason derives from the entry that ended the call'),
   structured_data: z
     .unknown()
     .describe("what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was")
@@ -83,15 +85,20 @@ export const Call = z.object({
     ),
 }).meta({ id: 'Call', example: callExample });
 
-const QueryTimestamp = z.iso.datetime({
-  offset: true,
-  error: 'must be an ISO 8601 timestamp with a time zone, such as 2025-06-01T00:00:00Z',
-});
+/** The earliest instant the databases read: PostgreSQL has no year 0 (`0000-01-01` is out of range there). */
+export const EARLIEST_TIME = '0001-01-01T00:00:00Z';
+const inTimeRange = (at: string) => !(Date.parse(at) < Date.parse(EARLIEST_TIME));
+
+const QueryTimestamp = z.iso
+  .datetime({
+    offset: true,
+    error: 'must be an ISO 8601 timestamp with a time zone, such as 2025-06-01T00:00:00Z',
+  })
+  .refine(inTimeRange, `must be at or after ${EARLIEST_TIME}`);
 
 const isCursor = (cursor: string) => {
   try {
-    decodeCursor(cursor);
-    return true;
+    return inTimeRange(decodeCursor(cursor).created_at);
   } catch {
     return false;
   }
@@ -101,13 +108,13 @@ const NOT_A_CURSOR = 'not a cursor from a previous page (use next_cursor as it w
 export const CallListQuery = z
   .strictObject({
     limit: z.coerce.number().int().min(1).max(100).default(50).describe('calls per page, 1 to 100'),
-    cursor: z.string().max(200).refine(isCursor, NOT_A_CURSOR).optional().describe('next_cursor of the page before'),
+    cursor: wellFormed().max(200).refine(isCursor, NOT_A_CURSOR).optional().describe('next_cursor of the page before'),
     status: z.enum(CALL_STATUSES).optional(),
     type: z.enum(CALL_TYPES).optional(),
     assistant_id: z.uuid().optional(),
     number_id: z.uuid().optional(),
-    since: QueryTimestamp.optional().describe('calls created at or after this time'),
-    until: QueryTimestamp.optional().describe('calls created before this time'),
+    since: QueryTimestamp.optional().describe(`calls created at or after this time (${EARLIEST_TIME} or later)`),
+    until: QueryTimestamp.optional().describe(`calls created before this time (${EARLIEST_TIME} or later)`),
   })
   .refine((q) => !q.since || !q.until || Date.parse(q.since) < Date.parse(q.until), {
     path: ['until'],
@@ -155,28 +162,29 @@ function sessionView(session: CallRecord, logged: CallLogEntry | null) {
 
 const Customer = z.strictObject({
   number: E164,
-  name: z.string().min(1).max(200).optional().describe('said as {{customer.name}}'),
+  name: wellFormed().min(1).max(200).optional().describe('said as {{customer.name}}'),
 });
 
-export const PlaceCallBody = z
-  .strictObject({
-    number_id: z.uuid().describe("the organization's number the call is made from"),
-    customer: Customer.optional().describe('one call'),
-    customers: z
-      .array(Customer)
-      .min(1)
-      .max(MAX_CUSTOMERS)
-      .optional()
-      .describe(`a campaign: one call per customer, 1 to ${MAX_CUSTOMERS}`),
-    assistant_id: z.uuid().optional().describe("default: the number's assistant"),
-    workflow_id: z.uuid().nullable().optional().describe("default: the number's workflow; null: the assistant alone"),
-    variables: Variables.optional(),
-  })
-  .superRefine((b, ctx) => {
-    if (b.customer && b.customers) ctx.addIssue({ code: 'custom', path: ['customers'], message: 'give customer or customers, not both' });
-    if (!b.customer && !b.customers) ctx.addIssue({ code: 'custom', path: ['customer'], message: 'required (or customers, for a list)' });
-  })
-  .meta({ example: placeCallExample });
+export const PlaceCallBody = storable(
+  z
+    .strictObject({
+      number_id: z.uuid().describe("the organization's number the call is made from"),
+      customer: Customer.optional().describe('one call'),
+      customers: z
+        .array(Customer)
+        .min(1)
+        .max(MAX_CUSTOMERS)
+        .optional()
+        .describe(`a campaign: one call per customer, 1 to ${MAX_CUSTOMERS}`),
+      assistant_id: z.uuid().optional().describe("default: the number's assistant"),
+      workflow_id: z.uuid().nullable().optional().describe("default: the number's workflow; null: the assistant alone"),
+      variables: Variables.optional(),
+    })
+    .superRefine((b, ctx) => {
+      if (b.customer && b.customers) ctx.addIssue({ code: 'custom', path: ['customers'], message: 'give customer or customers, not both' });
+      if (!b.customer && !b.customers) ctx.addIssue({ code: 'custom', path: ['customer'], message: 'required (or customers, for a list)' });
+    }),
+).meta({ example: placeCallExample });
 
 /** How long a read waits for this process's call-log writes to land first. */
 const SETTLE_MS = 2_000;

@@ -13,8 +13,9 @@ import type { WebhookService } from '../webhooks/service.js';
 import { ChatError, ChatService } from '../chats/service.js';
 import { createChatStore, type ChatRecord, type ChatStore } from '../chats/store.js';
 import { ApiError, invalidRequest } from './errors.js';
-import { ErrorBody, errorResponses, IdParams } from './schemas.js';
+import { CallErrorEntry, ErrorBody, errorResponses, IdParams } from './schemas.js';
 import { storable } from './storable.js';
+import { wellFormed } from '../../engine/text.js';
 import { Variables, VariableValue } from './variables.js';
 import { chatCreateExample, chatExample, chatMessageExample } from './examples.js';
 
@@ -41,8 +42,7 @@ export const ChatCreateBody = storable(
 
 export const ChatMessageBody = storable(
   z.strictObject({
-    text: z
-      .string()
+    text: wellFormed()
       .min(1)
       .max(4_000)
       .refine((t) => t.trim() !== '', 'must not be blank')
@@ -72,7 +72,7 @@ export const Chat = z.object({
     .string()
     .nullable()
     .describe('assistant-ended-call (end node), call-transferred (transfer node), pipeline-error-<provider> (the model failed)'),
-  errors: z.array(z.string()).describe('what went wrong, when the chat ended pipeline-error-<provider>'),
+  errors: z.array(CallErrorEntry).describe('what went wrong, when the chat ended pipeline-error-<provider>'),
   variables: z.record(z.string(), VariableValue).describe('the variables given at the start, as given (substituted into the assistant and workflow: docs/variables.md)'),
   messages: z.array(ChatMessage).describe('empty once a gdpr_mode chat has ended'),
   created_at: Timestamp,

@@ -31,18 +31,27 @@ const TYPES: Record<string, string> = {
   txt: 'text/plain; charset=utf-8',
 };
 
-/** The page may load only its own files and talk to the API (and to the web call's socket). */
-const PAGE_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self' ws: wss:",
-  "media-src 'self' blob:",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-].join('; ');
+/** A Host header fit to name in a policy: a name or address, and a port. */
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/**
+ * The page may load only its own files and talk only to its own origin: the API, and the web
+ * call's socket (ws/wss of the same host, which 'self' does not cover in every browser).
+ */
+export function pagePolicy(host: string | undefined): string {
+  const sockets = host && HOST.test(host) ? ` ws://${host} wss://${host}` : '';
+  return [
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    `connect-src 'self'${sockets}`,
+    "media-src 'self' blob:",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join('; ');
+}
 
 interface StaticFile {
   body: Buffer;
@@ -87,7 +96,7 @@ export const consoleRoutes: FastifyPluginAsync = async (app) => {
       .header('etag', file.etag)
       .header('x-content-type-options', 'nosniff');
     if (file.type.startsWith('text/html')) {
-      reply.header('content-security-policy', PAGE_POLICY).header('referrer-policy', 'no-referrer');
+      reply.header('content-security-policy', pagePolicy(request.headers.host)).header('referrer-policy', 'no-referrer');
     }
     if (request.headers['if-none-match'] === file.etag) return reply.code(304).send();
     return reply.send(file.body);

@@ -6,6 +6,7 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 import { formatZodIssues } from '../../engine/validate.js';
 import { ConflictError, InUseError, UnknownReferenceError } from '../store/errors.js';
 import { isOutage, RETRY_AFTER_SECONDS } from '../store/outage.js';
@@ -16,7 +17,8 @@ export interface ErrorBody {
   details?: string[];
 }
 
-export class ApiError extends Error {
+export class ApiError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.API_ERROR] as const;
   constructor(
     readonly statusCode: number,
     readonly error: string,
@@ -24,7 +26,7 @@ export class ApiError extends Error {
     readonly details?: string[],
     readonly headers: Record<string, string> = {},
   ) {
-    super(message ?? error);
+    super(ErrorCodes.API_ERROR, message ?? error);
   }
 
   body(): ErrorBody {
@@ -60,12 +62,13 @@ export const payloadTooLarge = (limitBytes: number) =>
   new ApiError(413, 'Payload too large', `The request body is over the ${formatBytes(limitBytes)} limit.`);
 
 /** A request part that failed its zod schema (params, query, body, headers). */
-export class RequestValidationError extends Error {
+export class RequestValidationError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.REQUEST_INVALID] as const;
   constructor(
     readonly part: string,
     readonly issues: readonly z.core.$ZodIssue[],
   ) {
-    super(`invalid ${part}`);
+    super(ErrorCodes.REQUEST_INVALID, `invalid ${part}`);
   }
 }
 

@@ -11,6 +11,7 @@ import {
   WorkflowDefinition,
   assistantFields,
 } from '../../engine/schema.js';
+import { wellFormed } from '../../engine/text.js';
 import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
 import { storable } from './storable.js';
 import { sipAddressRange, sipProxyProblem } from '../telephony/sip/addresses.js';
@@ -54,8 +55,17 @@ export const ErrorBody = z.object({
   details: z.array(z.string()).optional(),
 });
 
+/** One entry of a call's or chat's `errors` (src/errors.ts; docs/errors.md). */
+export const CallErrorEntry = z
+  .object({
+    code: z.string().describe('stable code to match on, e.g. PROVIDER_TIMEOUT, TWILIO_REST_ERROR, CALL_INTERNAL_ERROR (docs/errors.md); UNKNOWN for an entry kept before entries had codes'),
+    message: z.string().describe('what went wrong, for people, e.g. "elevenlabs: HTTP 401 …" (the sentence `errors` held before it had codes)'),
+    provider: z.string().optional().describe('the vendor or carrier that failed (deepgram, openai-tts, twilio, sip, …), when one did'),
+  })
+  .meta({ id: 'CallError', example: { code: 'PROVIDER_AUTH', message: 'elevenlabs: HTTP 401: invalid API key', provider: 'elevenlabs' } });
+
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
-const WorkflowName = z.string().min(1).max(LIMITS.nameLength);
+const WorkflowName = wellFormed().min(1).max(LIMITS.nameLength);
 
 export const WorkflowCreateBody = storable(
   z.strictObject({
@@ -109,7 +119,7 @@ export const Assistant = z.object({
 
 export const WebhookSettingsInput = z.strictObject({
   url: HttpUrl,
-  secret: z.string().min(8).max(512).optional().describe('generated (whsec_...) when omitted'),
+  secret: wellFormed().min(8).max(512).optional().describe('generated (whsec_...) when omitted'),
   events: WebhookEvents.optional().describe('default: all four event types'),
 });
 
@@ -121,7 +131,7 @@ export const WebhookSettings = z.object({
 
 const NumberFields = z.strictObject({
   number: E164,
-  name: z.string().max(LIMITS.nameLength).nullable().optional(),
+  name: wellFormed().max(LIMITS.nameLength).nullable().optional(),
   provider: z.enum(['twilio', 'sip']).optional().describe('who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)'),
   assistant_id: z.uuid().nullable().optional(),
   workflow_id: z.uuid().nullable().optional(),
@@ -144,11 +154,11 @@ export const PhoneNumber = z.object({
 }).meta({ id: 'PhoneNumber', example: numberExample });
 
 /** An address or a CIDR range (`203.0.113.0/24`, `2001:db8::/32`). */
-const AddressOrRange = z.string().max(64).refine((v) => sipAddressRange(v) !== null, {
+const AddressOrRange = wellFormed().max(64).refine((v) => sipAddressRange(v) !== null, {
   error: 'must be an IPv4 or IPv6 address, or a CIDR range such as 203.0.113.0/24',
 });
-const SipSecret = z.string().min(1).max(128).regex(/^[^"\\\r\n]+$/, 'must not contain quotes, backslashes or line breaks');
-const SipUser = z.string().min(1).max(64).regex(/^[A-Za-z0-9_.!~*'()&=+$,;?/-]+$/, 'must be a SIP user name (letters, digits and _.!~*\'()&=+$,;?/-)');
+const SipSecret = wellFormed().min(1).max(128).regex(/^[^"\\\r\n]+$/, 'must not contain quotes, backslashes or line breaks');
+const SipUser = wellFormed().min(1).max(64).regex(/^[A-Za-z0-9_.!~*'()&=+$,;?/-]+$/, 'must be a SIP user name (letters, digits and _.!~*\'()&=+$,;?/-)');
 
 /** A SIP trunk's settings (DECISIONS 15); passwords are write-only (omitted with the same username, the one kept is kept). */
 export const SipSettingsInput = z.strictObject({
@@ -162,7 +172,7 @@ export const SipSettingsInput = z.strictObject({
     .optional(),
   outbound: z
     .strictObject({
-      proxy: z.string().max(256).refine((v) => sipProxyProblem(v) === null, {
+      proxy: wellFormed().max(256).refine((v) => sipProxyProblem(v) === null, {
         error: 'must be sip:host[:port][;transport=udp|tcp], e.g. sip:sip.telnyx.com or sip:192.0.2.10:5060;transport=tcp',
       }),
       username: SipUser.optional(),
@@ -180,8 +190,8 @@ export const AccountPatchBody = storable(
       .strictObject({
         twilio: z
           .strictObject({
-            account_sid: z.string().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
-            auth_token: z.string().min(8).max(256),
+            account_sid: wellFormed().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
+            auth_token: wellFormed().min(8).max(256),
           })
           .nullable()
           .optional(),

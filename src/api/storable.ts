@@ -7,20 +7,16 @@
  */
 import type { z } from 'zod';
 import { formatPath } from '../../engine/paths.js';
+import { isWellFormed, UNPAIRED_SURROGATE_PROBLEM } from '../../engine/text.js';
 
 /** Levels of nesting a request body may have (a JSON-Schema inside an assistant is ~60 deep at most). */
 export const MAX_JSON_DEPTH = 64;
 /** Problems reported at most (a body full of NUL characters need not list each). */
 const MAX_PROBLEMS = 20;
 
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 function textProblem(text: string): string | null {
-  const match = UNSTORABLE.exec(text);
-  if (!match) return null;
-  return match[0] === '\u0000'
-    ? 'must not contain the NUL character (\\u0000)'
-    : 'must not contain an unpaired UTF-16 surrogate (not valid Unicode)';
+  if (text.includes('\u0000')) return 'must not contain the NUL character (\\u0000)';
+  return isWellFormed(text) ? null : UNPAIRED_SURROGATE_PROBLEM;
 }
 
 export const NON_FINITE_PROBLEM = 'must be a finite number (at most about ±1.8e308 in size)';

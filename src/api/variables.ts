@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { VARIABLE_NAME_PATTERN } from '../../engine/variables.js';
+import { wellFormed } from '../../engine/text.js';
 
 export const MAX_VARIABLES = 100;
 export const MAX_VARIABLE_NAME_LENGTH = 64;
@@ -19,7 +20,7 @@ function kindOf(value: unknown): string {
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
-export const VariableValue = z.union([z.string().max(MAX_VARIABLE_VALUE_LENGTH), z.number(), z.boolean()], {
+export const VariableValue = z.union([wellFormed().max(MAX_VARIABLE_VALUE_LENGTH), z.number(), z.boolean()], {
   error: (issue) => `must be a string, a number or a boolean, not ${kindOf(issue.input)}`,
 });
 
@@ -27,7 +28,7 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 export const Variables = z
-  .record(z.string(), VariableValue)
+  .record(wellFormed(), VariableValue)
   .superRefine(
     (vars, ctx) => {
       const names = Object.keys(vars);

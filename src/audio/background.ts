@@ -18,6 +18,7 @@ import { BACKGROUND_CLIPS, backgroundClipProblem } from '../../engine/catalog.js
 import { MULAW_DECODE_TABLE, MULAW_ENCODE_TABLE, mulawEncode } from './mulaw.js';
 import { resample } from './resample.js';
 import { parseWav, WavError } from './wav.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 /** 20 ms of μ-law at 8 kHz: the pacer's frame. */
 const FRAME = 160;
@@ -44,8 +45,12 @@ export interface ClipFetcher {
   ): Promise<{ ok: true; status: number; body: Buffer; tooLarge: boolean } | { ok: false; reason: string; detail: string }>;
 }
 
-export class BackgroundClipError extends Error {
+export class BackgroundClipError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.BACKGROUND_CLIP_UNUSABLE] as const;
   override name = 'BackgroundClipError';
+  constructor(message: string) {
+    super(ErrorCodes.BACKGROUND_CLIP_UNUSABLE, message);
+  }
 }
 
 /** One clip at one volume: 16-bit samples for mixing and the same as μ-law for frames alone. */

@@ -2,12 +2,19 @@
  * RIFF WAV, both ways: `parseWav` reads what customers give us as a background clip (any common
  * PCM layout: 8/16/24/32-bit integers, 32-bit float, G.711 μ-law or A-law, any channel count and
  * rate) and mixes it down to mono 16-bit; `wavHeader` writes the 44-byte header of a plain PCM
- * file (recordings, the demo), whose sizes can be patched once the length is known.
+ * file (recordings, the demo), whose sizes can be patched once the length is known (`sealWav`:
+ * the file of a writer that stopped before it did).
  */
+import { open } from 'node:fs/promises';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 import { mulawToLinear } from './mulaw.js';
 
-export class WavError extends Error {
+export class WavError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.WAV_INVALID] as const;
   override name = 'WavError';
+  constructor(message: string) {
+    super(ErrorCodes.WAV_INVALID, message);
+  }
 }
 
 export interface DecodedWav {
@@ -125,4 +132,28 @@ export function wavHeader(options: { sampleRate: number; channels: number; dataB
   header.write('data', 36, 'latin1');
   header.writeUInt32LE(Math.min(0xffffffff, dataBytes), 40);
   return header;
+}
+
+/**
+ * A streamed 16-bit PCM WAV whose writer stopped before it wrote its sizes (its process died):
+ * the header gets the sizes of the whole frames written, and a torn last frame is cut off.
+ * Returns the audio's bytes, or null when the file is not such a WAV (nothing is changed then).
+ */
+export async function sealWav(path: string): Promise<number | null> {
+  const fh = await open(path, 'r+');
+  try {
+    const size = (await fh.stat()).size;
+    const header = Buffer.alloc(44);
+    if (size < 44 || (await fh.read(header, 0, 44, 0)).bytesRead < 44) return null;
+    const riff = header.toString('latin1', 0, 4) === 'RIFF' && header.toString('latin1', 8, 16) === 'WAVEfmt ' && header.toString('latin1', 36, 40) === 'data';
+    const blockAlign = header.readUInt16LE(32);
+    if (!riff || header.readUInt16LE(20) !== FORMAT_PCM || blockAlign === 0) return null;
+    const dataBytes = Math.floor((size - 44) / blockAlign) * blockAlign;
+    const sealed = wavHeader({ sampleRate: header.readUInt32LE(24), channels: header.readUInt16LE(22), dataBytes });
+    await fh.write(sealed, 0, 44, 0);
+    await fh.truncate(44 + dataBytes);
+    return dataBytes;
+  } finally {
+    await fh.close();
+  }
 }

@@ -1,8 +1,9 @@
 /** What the call service needs of one live call, whichever way it talks to the caller. */
 import type { AnsweredBy, CallRecord } from './store.js';
+import type { CallError } from '../errors.js';
 
 /**
- * A running call: `LiveCall` (STT → model → TTS pipeline) or `RealtimeCall` (one realtime
+ * A running call: the call controller with the pipeline backend (STT → model → TTS) or the realtime backend (one realtime
  * speech-to-speech model). Its transport and the service drive both through these methods.
  */
 export interface ActiveCall {
@@ -22,7 +23,7 @@ export interface ActiveCall {
    * Ends the call from outside (shutdown grace over, worker decisions). `note` goes to the
    * record's `errors` (and so to the end-of-call-report), saying why.
    */
-  terminate(reason: string, note?: string): Promise<void>;
+  terminate(reason: string, note?: CallError): Promise<void>;
   isEnded(): boolean;
   /** Answering-machine detection said who answered (outbound calls): a machine gets the voicemail message. */
   answeredBy(who: AnsweredBy): void;

@@ -11,7 +11,8 @@
  *   counter), before their jobs are added.
  * - ACQUIRE: refuses a call that is done, removed or being dialled by another worker; else takes a
  *   slot (the org's slot set below max, its next allowed dial reached, and no call ahead in the
- *   line still coming: add the call id, move the next dial 1/cps later), claims the call for this
+ *   line still coming: add the call id, move the next dial 1/cps later; a call that still holds its
+ *   slot from an attempt whose process died waits only for the rate), claims the call for this
  *   worker, counts the attempt and names the next in line to move up; else books the call a time
  *   to look again, after the org's other waiting calls, so they take turns (about one wake-up per
  *   dial rather than every waiting call at every dial).
@@ -140,12 +141,14 @@ local used = redis.call('ZCARD', KEYS[1])
 local nxt = tonumber(redis.call('GET', KEYS[2]) or '0')
 local fullPace = math.max(1, math.floor(recheck / math.max(max, 1)))
 redis.call('ZREM', KEYS[3], callId)
-if held or (used < max and nxt <= now and not blocked) then
+-- a call that still holds its slot (an attempt whose process died) needs no free slot and no
+-- turn, but dials at the org's rate like any other
+if nxt <= now and (held or (used < max and not blocked)) then
   if not held then
     redis.call('ZADD', KEYS[1], now, callId)
-    redis.call('SET', KEYS[2], now + interval, 'PX', interval + 60000)
     used = used + 1
   end
+  redis.call('SET', KEYS[2], now + interval, 'PX', interval + 60000)
   redis.call('ZREM', KEYS[6], callId)
   redis.call('SET', KEYS[4], 'dialling:' .. ARGV[5], 'PX', ARGV[6])
   local attempt = redis.call('INCR', KEYS[5])
@@ -158,9 +161,14 @@ if held or (used < max and nxt <= now and not blocked) then
   if held then fresh = 0 end
   return {'taken', attempt, fresh, now, wake, wait}
 end
-local full = used >= max
+local full = used >= max and not held
 local at, spacing
-if full then
+if held then
+  -- its own slot is waiting for it: it looks again when the rate allows, ahead of the line
+  spacing = math.max(1, interval)
+  at = nxt
+  blocked = false
+elseif full then
   spacing = fullPace
   -- the first in line keeps looking at the org's pace; the others take turns behind the last
   -- (each is moved up when it comes first in line)

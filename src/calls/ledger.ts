@@ -5,7 +5,9 @@
 import type { Logger } from 'pino';
 import type { CallSession } from '../../engine/session.js';
 import type { CallNotifier } from './notifier.js';
-import { forgetConversation, type CallMessage, type CallRecord, type CallStore } from './store.js';
+import { forgetConversation, type AnsweredBy, type CallMessage, type CallRecord, type CallStore } from './store.js';
+import type { ConversationLog, ConversationRole } from './conversation.js';
+import type { CallError } from '../errors.js';
 
 export interface CallLedgerDeps {
   store: CallStore;
@@ -20,7 +22,7 @@ export interface CallLedgerDeps {
   onFailure(err: unknown, where: string): void;
 }
 
-export class CallLedger {
+export class CallLedger implements ConversationLog {
   private readonly startedAtMs: number;
   private readonly timers = new Set<NodeJS.Timeout>();
   private saveChain: Promise<void> = Promise.resolve();
@@ -34,7 +36,9 @@ export class CallLedger {
     this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
   }
 
-  recordMessage(role: CallMessage['role'], content: string, nodeId: string | null): void {
+  /** A line of the transcript; a call's transcript has no tool lines (its report and log never had them). */
+  message(role: ConversationRole, content: string, nodeId: string | null): void {
+    if (role === 'tool') return;
     const now = Date.now();
     const message: CallMessage = {
       role,
@@ -45,6 +49,23 @@ export class CallLedger {
     };
     this.record.messages.push(message);
     this.deps.onMessage?.(message);
+  }
+
+  error(entry: CallError): void {
+    this.record.errors.push(entry);
+  }
+
+  answeredBy(who: AnsweredBy): void {
+    this.record.answered_by = who;
+  }
+
+  forwarding(destination: string): void {
+    this.record.status = 'forwarding';
+    void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
+  }
+
+  recording(url: string | null): void {
+    this.record.recording_url = url;
   }
 
   /** Saves the session soon (coalesced): GET /calls and another process can read it. */

@@ -11,7 +11,6 @@ import type { TransitionFunction } from '../../engine/prompt.js';
 import type { LlmConfig, Tool } from '../../engine/schema.js';
 import type { LlmFunction, LlmMessage, LlmProvider, LlmToolCall } from '../providers/types.js';
 import type { ToolCallOutcome, ToolCallRequest } from './notifier.js';
-import { toolOutput } from './base-call.js';
 
 /** Rounds of the assistant's own tools in one turn; the model's words after the last one stand. */
 export const MAX_TOOL_ROUNDS = 5;
@@ -152,4 +151,11 @@ export async function runModelTurn(o: ModelTurnOptions): Promise<ModelTurn> {
     }
   }
   return { text, transition: null };
+}
+
+/** A tool's outcome as the model reads it: its result (JSON unless a string), or `{"error": …}`. */
+export function toolOutput(outcome: ToolCallOutcome | undefined): string {
+  if (!outcome) return JSON.stringify({ error: 'no result' });
+  if ('result' in outcome) return typeof outcome.result === 'string' ? outcome.result : JSON.stringify(outcome.result);
+  return JSON.stringify({ error: outcome.error });
 }

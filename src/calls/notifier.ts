@@ -1,5 +1,6 @@
 /** What a live call tells the customer's servers: the webhook layer seen from a call. */
 import type { CallRecord, CallStatus } from './store.js';
+import type { CallError } from '../errors.js';
 
 export interface ToolCallRequest {
   id: string;
@@ -14,7 +15,7 @@ export interface CallNotifier {
   statusUpdate(
     call: CallRecord,
     status: CallStatus,
-    extra?: { ended_reason?: string; errors?: string[]; destination?: string },
+    extra?: { ended_reason?: string; errors?: CallError[]; destination?: string },
   ): Promise<void>;
   endOfCallReport(call: CallRecord): Promise<void>;
   /** The `tool-calls` exchange (10 s); `async` tools are not waited for (resolves to []). */

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { AssistantFields } from '../../engine/assistant.js';
+import { wellFormedCopy } from '../../engine/text.js';
 import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
 import type { PhoneNumber } from '../store/numbers.js';
@@ -16,6 +17,7 @@ import type { Dialer, OutboundJob } from './dialer.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallService } from './service.js';
 import { newCallRecord, transition, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
+import { callError, callErrorFrom, errorMessages, ErrorCodes, type CallError } from '../errors.js';
 
 /** What places and stops calls at a carrier (the Twilio transport today; SIP next). */
 export interface OutboundCarrier {
@@ -107,7 +109,7 @@ export class OutboundCalls {
         return !!record && record.status !== 'ended' && record.status !== 'queued';
       },
       onGaveUp: async (job, err) => {
-        await this.o.service.endUnanswered(job.callId, 'dial-failed', [`switchboard: the call could not be dialled (${(err as Error).message})`]);
+        await this.endBeforeAnswer(job.callId, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `switchboard: the call could not be dialled (${(err as Error).message})`)]);
       },
     });
   }
@@ -168,7 +170,7 @@ export class OutboundCalls {
       workflowId: input.workflow_id,
       ...(input.variables ? { variables: input.variables } : {}),
     });
-    if (refused) return { kind: 'rejected', details: refused.errors };
+    if (refused) return { kind: 'rejected', details: errorMessages(refused.errors) };
 
     const records: CallRecord[] = [];
     for (const customer of input.customers) {
@@ -196,7 +198,7 @@ export class OutboundCalls {
       // the queue is down: the calls must not wait forever for a dial that will not come
       this.log.error({ err, calls: records.length }, 'outbound calls could not be queued; ending them');
       for (const record of records) {
-        await this.o.service.endUnanswered(record.id, 'dial-failed', ['switchboard: the call could not be queued for dialling']);
+        await this.endBeforeAnswer(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, 'switchboard: the call could not be queued for dialling')]);
       }
       throw err;
     }
@@ -218,7 +220,7 @@ export class OutboundCalls {
     const fail = async (why: string) => {
       this.log.warn({ callId: logged.id, why }, 'a queued call the dial queue lost could not be queued again; ending it');
       await this.o.calls.create(recordFromLog(logged));
-      await this.o.service.endUnanswered(logged.id, 'dial-failed', [`switchboard: the dial queue lost the call and ${why}`]);
+      await this.o.service.endUnanswered(logged.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `switchboard: the dial queue lost the call and ${why}`)]);
     };
     const number = logged.number_id ? await this.o.store.numbers.get(org, logged.number_id) : null;
     if (!number || !logged.customer) return fail('its number is gone');
@@ -232,7 +234,7 @@ export class OutboundCalls {
       fields: assistant.fields as AssistantFields,
       workflowId: logged.workflow_id,
     });
-    if (refused) return fail(`its call-start checks fail now (${refused.errors.join('; ')})`);
+    if (refused) return fail(`its call-start checks fail now (${errorMessages(refused.errors).join('; ')})`);
     await this.o.calls.create(record);
     await this.o.dialer.enqueue([{ callId: record.id, organizationId: org, record: record as unknown as Record<string, unknown> }]);
     this.log.warn({ callId: record.id }, 'queued call re-queued: the dial queue had lost it (Redis restarted?)');
@@ -275,16 +277,25 @@ export class OutboundCalls {
     const carrier = this.carrier(record.transport);
     const unusable = carrier.unusable(account);
     if (unusable) {
-      await this.o.service.endUnanswered(record.id, 'dial-failed', [`${carrier.kind}: ${unusable}`]);
+      await this.endBeforeAnswer(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `${carrier.kind}: ${unusable}`, carrier.kind)]);
       return 'skipped';
     }
     // queued → ringing in one step: POST /calls/{id}/end may be ending it at this moment
-    const ringing = await transition(this.o.calls, record.id, (r) => {
-      if (r.status !== 'queued') return false;
-      r.status = 'ringing';
-      r.ringing_at = new Date().toISOString();
-      return true;
-    });
+    let ringing: CallRecord | null;
+    try {
+      ringing = await transition(this.o.calls, record.id, (r) => {
+        if (r.status !== 'queued') return false;
+        r.status = 'ringing';
+        r.ringing_at = new Date().toISOString();
+        return true;
+      });
+    } catch (err) {
+      // a record that cannot be written will not be dialled on a retry either
+      await this.endBeforeAnswer(record.id, 'dial-failed', [
+        callError(ErrorCodes.DIAL_FAILED, `switchboard: the call could not be dialled (its record could not be written: ${(err as Error).message})`),
+      ]);
+      return 'skipped';
+    }
     if (!ringing) return 'skipped';
     void this.o.notifier.statusUpdate(ringing, 'ringing');
     let ids: Record<string, string>;
@@ -309,7 +320,7 @@ export class OutboundCalls {
         return 'dialled';
       }
       this.log.warn({ err, callId: ringing.id }, 'the carrier refused the call');
-      await this.o.service.endUnanswered(ringing.id, 'dial-failed', [`${carrier.kind}: ${(err as Error).message}`]);
+      await this.endBeforeAnswer(ringing.id, 'dial-failed', [callErrorFrom(err, ErrorCodes.DIAL_FAILED, { message: `${carrier.kind}: ${(err as Error).message}`, provider: carrier.kind })]);
       return 'skipped';
     }
     // the carrier's ids, unless the call was ended while the carrier was being asked: then the call
@@ -334,6 +345,38 @@ export class OutboundCalls {
     return 'dialled';
   }
 
+  /**
+   * Ends a queued or ringing call (`service.endUnanswered`). When that write fails (the
+   * compare-and-set of a record that cannot be read back, e.g. one holding an unpaired surrogate
+   * in Redis), the record is written whole, its text made well-formed, and announced: a call is
+   * never left queued by it, and `POST /calls/{id}/end` never fails on it. Null when it had ended.
+   * A throw: the session store itself is down.
+   */
+  private async endBeforeAnswer(callId: string, reason: string, errors: CallError[] = []): Promise<CallRecord | null> {
+    let unwritable: unknown;
+    try {
+      return await this.o.service.endUnanswered(callId, reason, errors);
+    } catch (err) {
+      unwritable = err;
+    }
+    const stored = await this.o.calls.get(callId);
+    if (!stored || (stored.status !== 'queued' && stored.status !== 'ringing')) throw unwritable;
+    const ended = wellFormedCopy(stored);
+    ended.status = 'ended';
+    ended.ended_reason = reason;
+    ended.ended_at = new Date().toISOString();
+    ended.errors.push(...errors);
+    await this.o.calls.save(ended);
+    this.log.error({ err: unwritable, callId, endedReason: reason }, 'the call record could not be moved; written whole, ended');
+    const extra = { ended_reason: reason, ...(errors.length > 0 ? { errors } : {}) };
+    void this.o.notifier
+      .statusUpdate(ended, 'ended', extra)
+      .then(() => this.o.notifier.endOfCallReport(ended))
+      .catch((err: unknown) => this.log.error({ err, callId }, 'could not queue the webhooks of a call that ended before it went live'));
+    this.callEnded(ended);
+    return ended;
+  }
+
   /** A live call ended (or one nobody answered): its slot is free for the next call. */
   callEnded(record: CallRecord): void {
     if (record.type !== 'outbound_phone_call') return;
@@ -349,7 +392,7 @@ export class OutboundCalls {
    * The carrier's progress for a call: a call that never got as far as its media ends here with
    * the carrier's reason. Live calls end through their media (or their process), not here.
    */
-  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: string[] = []): Promise<void> {
+  async progress(callId: string, outcome: 'completed' | 'busy' | 'no-answer' | 'failed' | 'canceled', errors: CallError[] = []): Promise<void> {
     const reasons = {
       completed: 'customer-ended-call',
       busy: 'customer-busy',
@@ -357,7 +400,7 @@ export class OutboundCalls {
       failed: 'dial-failed',
       canceled: 'canceled',
     } as const;
-    await this.o.service.endUnanswered(callId, reasons[outcome], errors);
+    await this.endBeforeAnswer(callId, reasons[outcome], errors);
   }
 
   /** Answering-machine detection said who answered: the process running the call acts on it. */
@@ -388,7 +431,7 @@ export class OutboundCalls {
       if (!logged) return { kind: 'not-found' };
       if (logged.status === 'queued' && (await this.o.dialer.remove(callId))) {
         await this.o.calls.create(recordFromLog(logged));
-        const ended = await this.o.service.endUnanswered(callId, 'canceled');
+        const ended = await this.endBeforeAnswer(callId, 'canceled');
         if (ended) return { kind: 'ended', call: ended };
       }
       // unfinished in the log with no session anywhere (its session was lost): it ends now
@@ -416,7 +459,7 @@ export class OutboundCalls {
         const reason = record.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call';
         // queued or ringing → ended in one step; if the dialler is placing it right now, it sees
         // the end once the carrier answers and cancels the call there
-        const ended = await this.o.service.endUnanswered(callId, reason);
+        const ended = await this.endBeforeAnswer(callId, reason);
         if (!ended) return this.end(organizationId, callId);
         if (ended.transport_ids.call_sid || ended.transport_ids.sip_call_id) {
           const account = await this.o.store.account.get(organizationId);

@@ -9,16 +9,15 @@ import type { Logger } from 'pino';
 import { effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
 import { CallRejectCodes } from '../../engine/errors.js';
+import { callError, endedReasonFor, errorMessages, ErrorCodes, type CallError } from '../errors.js';
 import type { ProviderKeys } from '../providers/keys.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
-import { LiveCall, type LiveCallDeps } from './live-call.js';
-import type { CallMedia } from './base-call.js';
+import { createCall, type CallDeps, type CallMedia } from './call.js';
 import type { ActiveCall } from './active-call.js';
-import { RealtimeCall } from './realtime-call.js';
 import type { CallNotifier } from './notifier.js';
 import { forgetConversation, newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
@@ -43,7 +42,8 @@ export type AssistantResolution =
       variables?: Record<string, string | number | boolean>;
     }
   | { kind: 'number-settings'; workflow_id?: string | null }
-  | { kind: 'rejected'; reason: 'assistant-request-failed' | 'rejected-at-start'; errors: string[] };
+  /** Refused: how the call ends derives from the first entry (`endedReasonFor`). */
+  | { kind: 'rejected'; errors: CallError[] };
 
 export interface AssistantResolver {
   resolve(input: {
@@ -250,9 +250,9 @@ export class CallService {
     }
 
     const resolved = await this.resolveAssistant(record, number, account);
-    if ('rejected' in resolved) return this.rejectAtStart(record, resolved.reason, resolved.errors);
+    if ('rejected' in resolved) return this.rejectAtStart(record, resolved.errors);
     const refused = await this.prepare(record, number, resolved);
-    if (refused) return this.rejectAtStart(record, refused.reason, refused.errors);
+    if (refused) return this.rejectAtStart(record, refused.errors);
 
     const streamToken = randomBytes(24).toString('base64url');
     await this.o.calls.create(record);
@@ -294,7 +294,7 @@ export class CallService {
         ...(request.variables ? { variables: request.variables } : {}),
       },
     );
-    if (refused) return { kind: 'rejected', details: refused.errors };
+    if (refused) return { kind: 'rejected', details: errorMessages(refused.errors) };
     const secret = randomBytes(24).toString('base64url');
     // the token first: when Redis refuses either write, nothing of the call is left behind
     await this.o.calls.putStreamToken(record.id, secret, WEB_TOKEN_SECONDS);
@@ -313,7 +313,7 @@ export class CallService {
     record: CallRecord,
     number: CallOwner,
     resolved: { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined; variables?: Record<string, string | number | boolean> },
-  ): Promise<{ reason: string; errors: string[] } | null> {
+  ): Promise<{ errors: CallError[] } | null> {
     record.assistant_id = resolved.assistantId;
     const assistant = effectiveAssistant(resolved.fields);
     record.assistant = assistant as unknown as Record<string, unknown>;
@@ -321,7 +321,7 @@ export class CallService {
     const workflow = await this.workflowFor(number, resolved.workflowId);
     if (workflow.unknown) {
       // only an assistant-request answer can name a workflow that is not there (numbers have a foreign key)
-      return { reason: 'assistant-request-failed', errors: [`workflow_id: no workflow with id "${workflow.id}"`] };
+      return { errors: [callError(ErrorCodes.ASSISTANT_REQUEST_FAILED, `workflow_id: no workflow with id "${workflow.id}"`)] };
     }
     const { definition, note } = workflow;
     record.workflow_id = definition ? workflow.id : null;
@@ -329,12 +329,12 @@ export class CallService {
     record.definition = definition as unknown as Record<string, unknown> | null;
 
     const problems = callStartChecks(resolved.fields, definition);
-    if (problems.length > 0) return { reason: 'rejected-at-start', errors: problems.map((p) => `${p.code}: ${p.message}`) };
+    if (problems.length > 0) return { errors: problems.map((p) => callError(p.code, `${p.code}: ${p.message}`)) };
     const missing = this.missingAdapters(assistant);
-    if (missing.length > 0) return { reason: 'rejected-at-start', errors: missing };
+    if (missing.length > 0) return { errors: missing.map((m) => callError(ErrorCodes.CALL_REJECTED_MISSING_ADAPTER, m)) };
     // fail closed: a provider without its key would fail only after the caller answered
     const keyless = this.o.keys?.problems(resolved.fields, definition) ?? [];
-    if (keyless.length > 0) return { reason: 'rejected-at-start', errors: keyless.map((p) => `${CallRejectCodes.MISSING_PROVIDER_KEY}: ${p}`) };
+    if (keyless.length > 0) return { errors: keyless.map((p) => callError(CallRejectCodes.MISSING_PROVIDER_KEY, `${CallRejectCodes.MISSING_PROVIDER_KEY}: ${p}`)) };
     return null;
   }
 
@@ -344,28 +344,28 @@ export class CallService {
     account: AccountSettings,
   ): Promise<
     | { assistantId: string | null; fields: AssistantFields; workflowId: string | null | undefined; variables?: Record<string, string | number | boolean> }
-    | { rejected: true; reason: string; errors: string[] }
+    | { rejected: true; errors: CallError[] }
   > {
     const fromNumber = async (workflowId: string | null | undefined) => {
       if (!number.assistant_id) {
-        return { rejected: true as const, reason: 'assistant-request-failed', errors: ['the number has no assistant and the assistant-request answer named none'] };
+        return { rejected: true as const, errors: [callError(ErrorCodes.ASSISTANT_REQUEST_FAILED, 'the number has no assistant and the assistant-request answer named none')] };
       }
       const stored = await this.o.store.assistants.get(number.organization_id, number.assistant_id);
-      if (!stored) return { rejected: true as const, reason: 'rejected-at-start', errors: ['the number\'s assistant no longer exists'] };
+      if (!stored) return { rejected: true as const, errors: [callError(ErrorCodes.CALL_REJECTED_UNKNOWN_ASSISTANT, 'the number\'s assistant no longer exists')] };
       return { assistantId: stored.id, fields: stored.fields, workflowId };
     };
     if (number.assistant_id) return fromNumber(undefined);
     const outcome = await this.o.resolver.resolve({ call: record, number, account, organizationId: number.organization_id });
     switch (outcome.kind) {
       case 'rejected':
-        return { rejected: true, reason: outcome.reason, errors: outcome.errors };
+        return { rejected: true, errors: outcome.errors };
       case 'number-settings':
         return fromNumber(outcome.workflow_id);
       case 'assistant': {
         if (outcome.assistant_id) {
           const stored = await this.o.store.assistants.get(number.organization_id, outcome.assistant_id);
           if (!stored) {
-            return { rejected: true, reason: 'assistant-request-failed', errors: [`assistant_id: no assistant with id "${outcome.assistant_id}"`] };
+            return { rejected: true, errors: [callError(ErrorCodes.ASSISTANT_REQUEST_FAILED, `assistant_id: no assistant with id "${outcome.assistant_id}"`)] };
           }
           return { assistantId: stored.id, fields: stored.fields, workflowId: outcome.workflow_id, ...(outcome.variables ? { variables: outcome.variables } : {}) };
         }
@@ -399,7 +399,8 @@ export class CallService {
     return out;
   }
 
-  private async rejectAtStart(record: CallRecord, reason: string, errors: string[]): Promise<InboundOutcome> {
+  private async rejectAtStart(record: CallRecord, errors: CallError[]): Promise<InboundOutcome> {
+    const reason = endedReasonFor(errors[0] ?? callError(ErrorCodes.CALL_REJECTED, 'the call-start checks failed'));
     const now = new Date().toISOString();
     record.status = 'ended';
     record.ended_reason = reason;
@@ -487,7 +488,7 @@ export class CallService {
   }
 
   private newLiveCall(record: CallRecord, transport: CallTransport): ActiveCall {
-    const deps: LiveCallDeps = {
+    const deps: CallDeps = {
       providers: this.o.providers,
       notifier: this.o.notifier,
       store: this.o.calls,
@@ -499,10 +500,7 @@ export class CallService {
         this.o.onCallEnded?.(r);
       },
     };
-    // a realtime assistant speaks through one speech-to-speech model instead of the pipeline
-    const call: ActiveCall = (record.assistant as unknown as EffectiveAssistant).realtime
-      ? new RealtimeCall(record, transport, deps)
-      : new LiveCall(record, transport, deps);
+    const call = createCall(record, transport, deps);
     this.live.set(record.id, call);
     return call;
   }
@@ -542,8 +540,8 @@ export class CallService {
       claimed.ended_at = new Date().toISOString();
       claimed.errors.push(
         neverConnected
-          ? 'the media stream never connected'
-          : `the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`,
+          ? callError(ErrorCodes.CALL_STREAM_LOST, 'the media stream never connected')
+          : callError(ErrorCodes.CALL_WORKER_LOST, `the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`),
       );
       await this.o.calls.save(claimed);
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
@@ -567,7 +565,7 @@ export class CallService {
     }
     // DECISIONS 7 has no ended_reason for a shutdown: the call ends as the assistant's doing, and
     // its errors (in the record and the end-of-call-report) say why
-    const note = `the server shut down: the call was still live after the ${Number((graceMs / 1000).toFixed(1))} s shutdown grace period`;
+    const note = callError(ErrorCodes.CALL_SHUTDOWN, `the server shut down: the call was still live after the ${Number((graceMs / 1000).toFixed(1))} s shutdown grace period`);
     await Promise.all([...this.live.values()].map((c) => c.terminate('assistant-ended-call', note)));
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
@@ -595,7 +593,7 @@ export class CallService {
   }
 
   /** Queues the `status-update` `ended` of a call that never went live, then its report. */
-  private announceEnd(record: CallRecord, extra: { ended_reason: string; errors?: string[] }): void {
+  private announceEnd(record: CallRecord, extra: { ended_reason: string; errors?: CallError[] }): void {
     void this.o.notifier
       .statusUpdate(record, 'ended', extra)
       .then(() => this.o.notifier.endOfCallReport(record))
@@ -606,7 +604,7 @@ export class CallService {
    * Ends a call that has no live conversation (queued, or ringing before its media connected):
    * the record, its `status-update` `ended` and its report. False when it had already ended.
    */
-  async endUnanswered(callId: string, reason: string, errors: string[] = []): Promise<CallRecord | null> {
+  async endUnanswered(callId: string, reason: string, errors: CallError[] = []): Promise<CallRecord | null> {
     // only from queued or ringing, in one step: the dialler, the callee answering and the API race here
     const record = await transition(this.o.calls, callId, (r) => {
       if (r.status !== 'queued' && r.status !== 'ringing') return false;

@@ -5,6 +5,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { readCallErrors, type CallError } from '../errors.js';
 
 /**
  * A call's statuses, in the order a call goes through them (the API's enum and the webhooks' type
@@ -71,7 +72,8 @@ export interface CallRecord {
   started_at: string | null;
   ended_at: string | null;
   ended_reason: string | null;
-  errors: string[];
+  /** What went wrong, for people and programs (`src/errors.ts`). */
+  errors: CallError[];
   /** What the analysis plan extracted, set as the end-of-call-report is made. */
   structured_data?: unknown;
   /** Where the recording is served (`GET /calls/{id}/recording` on PUBLIC_URL), once it is kept. */
@@ -285,10 +287,17 @@ function runningJson(running: NonNullable<MemoryEntry['running']>): string {
   return recordJson(kept({ ...running.record, engine }));
 }
 
+/** A stored record; `errors` written before entries had codes (a live call's, in Redis) read as `UNKNOWN` entries. */
+function parseRecord(json: string): CallRecord {
+  const record = JSON.parse(json) as CallRecord;
+  record.errors = readCallErrors(record.errors);
+  return record;
+}
+
 /** The record of an entry: a fresh copy, with the heartbeat and owner the store may have changed since. */
 function memoryRecord(e: MemoryEntry): CallRecord {
   const json = e.json ?? runningJson(e.running!);
-  const record = JSON.parse(json) as CallRecord;
+  const record = parseRecord(json);
   record.worker_id = e.head.worker_id;
   record.heartbeat_at = e.head.heartbeat_at;
   return record;
@@ -450,7 +459,7 @@ export class RedisCallStore implements CallStore {
 
   async get(id: string) {
     const json = await this.redis.get(this.key('call', id));
-    return json ? (JSON.parse(json) as CallRecord) : null;
+    return json ? (parseRecord(json)) : null;
   }
 
   async list(organizationId: string, limit: number) {
@@ -463,7 +472,7 @@ export class RedisCallStore implements CallStore {
     if (gone.length > 0) await this.redis.zrem(orgKey, ...gone);
     return values
       .filter((v): v is string => v !== null)
-      .map((v) => JSON.parse(v) as CallRecord)
+      .map((v) => parseRecord(v))
       .slice(0, limit);
   }
 

@@ -15,6 +15,7 @@ import { effectiveAssistant } from '../../engine/assistant.js';
 import type { LoggedCall } from '../store/calls.js';
 import type { Store } from '../store/index.js';
 import { isOutage } from '../store/outage.js';
+import { callError, ErrorCodes } from '../errors.js';
 import { recordFromLog } from './call-log.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallRecord, CallStore } from './store.js';
@@ -124,8 +125,8 @@ export class CallSweeper {
       errors: [
         ...record.errors,
         neverConnected
-          ? 'the media stream never connected (the call session was lost)'
-          : 'the process running the call stopped and its call session was lost',
+          ? callError(ErrorCodes.CALL_STREAM_LOST, 'the media stream never connected (the call session was lost)')
+          : callError(ErrorCodes.CALL_WORKER_LOST, 'the process running the call stopped and its call session was lost'),
       ],
     };
     if (!(await this.o.store.calls.endIf(logged.id, logged.status, end))) return null;

@@ -7,8 +7,8 @@
  * starts speaking again abandons it (`cancel`), and its first reply frame closes it. Each mark is
  * kept once, the first time it comes (later ones are ignored), and only on its own turn: a model
  * run or a TTS session holds the turn it was started for (`modelRequested`, `ttsRequested` return
- * it) and marks that one, so a run the caller has moved on from marks no newer turn. A call kind
- * only says what happened; both kinds (`LiveCall`, `RealtimeCall`) use it alike through `BaseCall`.
+ * it) and marks that one, so a run the caller has moved on from marks no newer turn. A backend
+ * only says what happened; both (pipeline, realtime) use it alike.
  *
  * With no `onTurnLatency` nobody reads the figures: no turn is kept, every mark is a no-op, and the
  * TTS is not timed (`ttsRequested` gives no turn).

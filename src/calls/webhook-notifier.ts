@@ -28,6 +28,7 @@ import type { Outbox } from '../store/outbox.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from './notifier.js';
 import type { AssistantResolution, AssistantResolver } from './service.js';
 import { isGdprCall, type CallRecord, type CallStatus } from './store.js';
+import { callError, ErrorCodes, type CallError } from '../errors.js';
 
 /** A notification whose target is found when it is sent (kept in the outbox while the database is down). */
 interface PendingNotify {
@@ -92,7 +93,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
   statusUpdate(
     call: CallRecord,
     status: CallStatus,
-    extra: { ended_reason?: string; errors?: string[]; destination?: string } = {},
+    extra: { ended_reason?: string; errors?: CallError[]; destination?: string } = {},
   ): Promise<void> {
     // the message describes the call as it is now, not as it is once its turn to be queued comes
     const snapshot = { ...call, status };
@@ -102,14 +103,14 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
   private async queueStatusUpdate(
     call: CallRecord,
     status: CallStatus,
-    extra: { ended_reason?: string; errors?: string[]; destination?: string },
+    extra: { ended_reason?: string; errors?: CallError[]; destination?: string },
   ): Promise<void> {
     try {
       const body = statusUpdateMessage(context(call), {
         status,
         ended_reason: (extra.ended_reason ?? null) as EndedReason | null,
       });
-      const message = body.message as typeof body.message & { errors?: string[]; destination?: string };
+      const message = body.message as typeof body.message & { errors?: CallError[]; destination?: string };
       if (extra.errors && extra.errors.length > 0) message.errors = extra.errors;
       if (extra.destination) message.destination = extra.destination;
       await this.send(call, 'status-update', body);
@@ -210,8 +211,7 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
     if (!target) {
       return {
         kind: 'rejected',
-        reason: 'assistant-request-failed',
-        errors: ['the number has no assistant and no number or account webhook receives assistant-request'],
+        errors: [callError(ErrorCodes.ASSISTANT_REQUEST_FAILED, 'the number has no assistant and no number or account webhook receives assistant-request')],
       };
     }
     const outcome = await this.webhooks.requestAssistant(
@@ -230,14 +230,16 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
       case 'inline': {
         const problems = assistantProblems(outcome.assistant);
         if (problems.length > 0) {
-          return { kind: 'rejected', reason: 'assistant-request-failed', errors: problems.map((p) => `assistant-request answer: assistant.${p}`) };
+          return { kind: 'rejected', errors: problems.map((p) => callError(ErrorCodes.ASSISTANT_REQUEST_FAILED, `assistant-request answer: assistant.${p}`)) };
         }
         return { kind: 'assistant', assistant_id: null, fields: outcome.assistant as AssistantFields, ...withWorkflow };
       }
       case 'number-settings':
         return { kind: 'number-settings' };
       case 'rejected':
-        return { kind: 'rejected', reason: outcome.ended_reason, errors: outcome.errors };
+        // the customer's `{"error": …}` refuses the call (rejected-at-start); any other refusal is the exchange failing
+        const code = outcome.ended_reason === 'rejected-at-start' ? ErrorCodes.ASSISTANT_REQUEST_REJECTED : ErrorCodes.ASSISTANT_REQUEST_FAILED;
+        return { kind: 'rejected', errors: outcome.errors.map((e) => callError(code, e)) };
     }
   }
 

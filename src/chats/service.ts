@@ -19,18 +19,27 @@ import { toolCallsMessage } from '../webhooks/envelope.js';
 import type { ToolCallOutcome, ToolCallRequest } from '../calls/notifier.js';
 import { chatModelConfig, chatTurn, openChat, type ChatDeps, type ReplyMessage } from './chat.js';
 import type { ChatRecord, ChatStore } from './store.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 export type ChatErrorCode = 'CHAT_UNKNOWN_REFERENCE' | 'CHAT_REJECTED' | 'CHAT_NOT_FOUND' | 'CHAT_ENDED' | 'CHAT_BUSY';
 
-export class ChatError extends Error {
+export class ChatError extends SwitchboardError {
+  static override readonly codes = [
+    ErrorCodes.CHAT_UNKNOWN_REFERENCE,
+    ErrorCodes.CHAT_REJECTED,
+    ErrorCodes.CHAT_NOT_FOUND,
+    ErrorCodes.CHAT_ENDED,
+    ErrorCodes.CHAT_BUSY,
+  ] as const;
   override name = 'ChatError';
+  declare readonly code: ChatErrorCode;
   constructor(
-    readonly code: ChatErrorCode,
+    code: ChatErrorCode,
     message: string,
     /** Path-first reasons (`assistant_id: …`, `nodes[2] (booking).llm_config: …`). */
     readonly details: string[] = [],
   ) {
-    super(message);
+    super(code, message);
   }
 }
 

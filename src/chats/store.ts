@@ -7,6 +7,14 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { VariableValue } from '../../engine/variables.js';
+import { readCallErrors, type CallError } from '../errors.js';
+
+/** A stored chat; `errors` written before entries had codes read as `UNKNOWN` entries. */
+function parseChat(json: string): ChatRecord {
+  const record = JSON.parse(json) as ChatRecord;
+  record.errors = readCallErrors(record.errors);
+  return record;
+}
 
 export type ChatStatus = 'active' | 'ended';
 
@@ -36,7 +44,8 @@ export interface ChatRecord {
   node_id: string | null;
   nodes_visited: string[];
   ended_reason: string | null;
-  errors: string[];
+  /** What went wrong (`src/errors.ts`), as a call's. */
+  errors: CallError[];
   /** As given at the start; substituted into the assistant and definition at each turn (docs/variables.md). */
   variables: Record<string, VariableValue>;
   messages: ChatMessage[];
@@ -163,7 +172,7 @@ export class RedisChatStore implements ChatStore {
 
   async get(id: string) {
     const json = await this.redis.get(this.key('rec', id));
-    return json ? (JSON.parse(json) as ChatRecord) : null;
+    return json ? (parseChat(json)) : null;
   }
 
   async list(organizationId: string, limit: number) {
@@ -176,7 +185,7 @@ export class RedisChatStore implements ChatStore {
       const values = await this.redis.mget(ids.map((id) => this.key('rec', id)));
       const gone = ids.filter((_, i) => values[i] === null);
       if (gone.length > 0) await this.redis.zrem(orgKey, ...gone);
-      for (const v of values) if (v !== null && out.length < limit) out.push(JSON.parse(v) as ChatRecord);
+      for (const v of values) if (v !== null && out.length < limit) out.push(parseChat(v));
       start += ids.length - gone.length;
     }
     return out;

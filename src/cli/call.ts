@@ -153,10 +153,10 @@ async function endedAs(baseUrl: string, key: string, callId: string, known?: str
     try {
       const res = await fetch(`${baseUrl.replace(/\/$/, '')}/calls/${callId}`, { headers: { authorization: `Bearer ${key}` } });
       if (res.ok) {
-        const { call } = (await res.json()) as { call: { status: string; ended_reason: string | null; errors: string[] } };
+        const { call } = (await res.json()) as { call: { status: string; ended_reason: string | null; errors: Array<string | { message: string }> } };
         if (call.status === 'ended' || Date.now() > deadline) {
           const reason = call.ended_reason ?? known ?? 'unknown';
-          return `ended ${reason}${call.errors.length > 0 ? `; errors: ${call.errors.join('; ')}` : ''}`;
+          return `ended ${reason}${call.errors.length > 0 ? `; errors: ${call.errors.map((e) => (typeof e === 'string' ? e : e.message)).join('; ')}` : ''}`;
         }
       } else if (Date.now() > deadline || res.status === 401 || res.status === 403 || res.status === 404) {
         return known ? `ended ${known}` : `(GET /calls/${callId} answered ${res.status}: the reason is not known)`;

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { formatZodIssues } from '../../engine/validate.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 const USAGE = `Usage: npm run chat -- --script <file.json>
   [--url <server>]            default $SWITCHBOARD_URL, else http://127.0.0.1:3000
@@ -49,12 +50,23 @@ interface Chat {
   status: string;
   node_id: string | null;
   ended_reason: string | null;
-  errors: string[];
+  /** Entries `{code, message, provider?}`; an older server sent plain strings. */
+  errors: Array<string | { message: string }>;
   messages: ChatMessage[];
 }
 
-class ApiFailure extends Error {}
-class Unmet extends Error {}
+class ApiFailure extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.CLI_API_FAILURE] as const;
+  constructor(message: string) {
+    super(ErrorCodes.CLI_API_FAILURE, message);
+  }
+}
+class Unmet extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.CLI_UNMET] as const;
+  constructor(message: string) {
+    super(ErrorCodes.CLI_UNMET, message);
+  }
+}
 
 function out(line: string) {
   process.stdout.write(`${line}\n`);
@@ -143,7 +155,7 @@ async function main(argv: string[]): Promise<number> {
         if (m.role === 'assistant') out(`${where} assistant: ${m.content}`);
         else if (m.role === 'tool') out(`${where} tool ${m.tool_name ?? '?'}: ${m.content}`);
       }
-      for (const e of chat.errors) out(`  error: ${e}`);
+      for (const e of chat.errors) out(`  error: ${typeof e === 'string' ? e : e.message}`);
       const ok = (what: string) => {
         met++;
         out(`  ok    ${what}`);

@@ -32,6 +32,12 @@ async function api(method, path, body) {
   return json;
 }
 
+/** The web call's socket on this page's own origin, as the API is (the page's policy allows no other; PUBLIC_URL may name another host). */
+function onThisOrigin(url) {
+  const u = new URL(url);
+  return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${u.pathname}${u.search}`;
+}
+
 // ---- key, assistants, workflows ----------------------------------------------------------------
 
 async function useKey(key) {
@@ -207,7 +213,7 @@ async function showReport(kind, id, endedReason) {
       const seconds = call.started_at && call.ended_at ? (Date.parse(call.ended_at) - Date.parse(call.started_at)) / 1000 : null;
       facts[0][1] = call.ended_reason ?? endedReason ?? '—';
       facts.push(['duration', seconds === null ? '—' : `${seconds.toFixed(1)} s`], ['nodes_visited', call.nodes_visited.join(' → ')]);
-      if (call.errors.length) facts.push(['errors', call.errors.join('; ')]);
+      if (call.errors.length) facts.push(['errors', call.errors.map((e) => (typeof e === 'string' ? e : e.message)).join('; ')]);
     }
   } else if (state.session?.chat) {
     facts.push(['nodes_visited', state.session.chat.nodes_visited.join(' → ')]);
@@ -305,7 +311,7 @@ async function startCall() {
     ctx.createMediaStreamSource(audio.stream).connect(mic);
     mic.connect(ctx.destination); // it outputs silence; connected so that it is always pulled
     const { call, url } = await api('POST', '/calls/web', choice());
-    ws = new WebSocket(url);
+    ws = new WebSocket(onThisOrigin(url));
     ws.binaryType = 'arraybuffer';
     const session = (state.session = { kind: 'call', call, ws, audio, turn: null, ended: null });
     const socket = ws;

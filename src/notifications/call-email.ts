@@ -123,7 +123,7 @@ function summaryRows(call: EmailedCall): [string, string][] {
   );
   if (call.type === 'outbound_phone_call') rows.push(['Answered by', call.answered_by ?? 'not known']);
   rows.push(['Nodes visited', call.nodes_visited.length > 0 ? call.nodes_visited.join(' → ') : '—']);
-  if (call.errors.length > 0) rows.push(['Notes', call.errors.join('; ')]);
+  if (call.errors.length > 0) rows.push(['Notes', call.errors.map((e) => e.message).join('; ')]);
   return rows;
 }
 

@@ -9,6 +9,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import { EmailSender, type QueuedEmail } from './email-sender.js';
 import { attemptSafely, type EmailQueue, type EmailQueueOptions } from './email-queue.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 export interface BullMqEmailQueueOptions extends EmailQueueOptions {
   redisUrl: string;
@@ -21,9 +22,10 @@ export interface BullMqEmailQueueOptions extends EmailQueueOptions {
 const BACKOFF_TYPE = 'notification-email-schedule';
 
 /** Thrown by an attempt to retry: BullMQ waits `delayMs` before the next one. */
-class RetryLater extends Error {
+class RetryLater extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.EMAIL_RETRY_LATER] as const;
   constructor(readonly delayMs: number) {
-    super(`retry in ${delayMs} ms`);
+    super(ErrorCodes.EMAIL_RETRY_LATER, `retry in ${delayMs} ms`);
   }
 }
 

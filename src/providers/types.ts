@@ -10,25 +10,38 @@ import type { LlmConfig, SttConfig, TtsConfig } from '../../engine/schema.js';
 // Errors: a stable code per failure (undici-style), so logs, metrics and `ended_reason`
 // (`pipeline-error-<provider>`) can name them.
 
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
+
 export type ProviderErrorCode =
   | 'PROVIDER_AUTH' // 401/403 from the vendor, or no API key configured
   | 'PROVIDER_HTTP_ERROR' // another non-2xx answer
   | 'PROVIDER_TIMEOUT' // no answer in time
   | 'PROVIDER_DISCONNECTED' // the connection dropped mid-stream
   | 'PROVIDER_PROTOCOL' // the vendor sent something we cannot read
-  | 'PROVIDER_ABORTED'; // we cancelled (barge-in, hang-up); not a failure of the vendor
+  | 'PROVIDER_ABORTED' // we cancelled (barge-in, hang-up); not a failure of the vendor
+  | 'PROVIDER_NO_ADAPTER'; // the call names a provider this server has no adapter for
 
-export class ProviderError extends Error {
+export class ProviderError extends SwitchboardError {
+  static override readonly codes = [
+    ErrorCodes.PROVIDER_AUTH,
+    ErrorCodes.PROVIDER_HTTP_ERROR,
+    ErrorCodes.PROVIDER_TIMEOUT,
+    ErrorCodes.PROVIDER_DISCONNECTED,
+    ErrorCodes.PROVIDER_PROTOCOL,
+    ErrorCodes.PROVIDER_ABORTED,
+    ErrorCodes.PROVIDER_NO_ADAPTER,
+  ] as const;
   override name = 'ProviderError';
+  declare readonly code: ProviderErrorCode;
   constructor(
-    readonly code: ProviderErrorCode,
+    code: ProviderErrorCode,
     /** Catalog provider id, e.g. `deepgram`. */
     readonly provider: string,
     message: string,
     readonly status?: number,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(code, message, options);
   }
 }
 

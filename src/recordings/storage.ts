@@ -15,6 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { DAY_MS } from '../store/retention.js';
+import { sealWav } from '../audio/wav.js';
 
 /** A recording being written: the recorder writes `path`, then the call's end commits or discards it. */
 export interface RecordingUpload {
@@ -41,6 +42,12 @@ export interface RecordingStore {
   readonly kind: 'local' | 's3';
   /** Where to write a new recording for `key` (`org/call.wav`, made by `recordingKey()`). */
   begin(key: string): Promise<RecordingUpload>;
+  /**
+   * The recording a call left unfinished when its process died, if this machine has its file: the
+   * WAV gets its sizes from what was written and is kept as the call's recording. False when there
+   * is none (another machine's, pruned, or not a recording).
+   */
+  salvage(key: string): Promise<boolean>;
   /** The recording, or null when there is none (never committed, discarded, or pruned). */
   open(key: string): Promise<StoredRecording | null>;
   exists(key: string): Promise<boolean>;
@@ -129,6 +136,19 @@ function fileUpload(key: string, path: string, keep: () => Promise<void>): Recor
   };
 }
 
+/** Seals and keeps an unfinished recording's file, if it is there and is one. */
+async function salvagePart(upload: RecordingUpload): Promise<boolean> {
+  try {
+    if (!(await stat(upload.path)).isFile()) return false;
+  } catch (err) {
+    if (isMissing(err)) return false;
+    throw err;
+  }
+  if ((await sealWav(upload.path)) === null) return false;
+  await upload.commit();
+  return true;
+}
+
 /**
  * Deletes, under `root`, the files a store wrote and a crash left behind (`*.wav.part`, older than
  * `STALE_UPLOAD_MS`), and when `recordingsBefore` is given the recordings (`*.wav`) older than it.
@@ -193,9 +213,19 @@ export class LocalRecordingStore implements RecordingStore {
   }
 
   async begin(key: string): Promise<RecordingUpload> {
+    const part = `${this.pathOf(key)}${PART}`;
+    await mkdir(dirname(part), { recursive: true });
+    return this.upload(key);
+  }
+
+  async salvage(key: string): Promise<boolean> {
+    return salvagePart(this.upload(key));
+  }
+
+  /** The upload of `key`'s `.part` file (renamed into place on commit). */
+  private upload(key: string): RecordingUpload {
     const target = this.pathOf(key);
     const part = `${target}${PART}`;
-    await mkdir(dirname(part), { recursive: true });
     return fileUpload(key, part, async () => {
       try {
         await rename(part, target);
@@ -456,9 +486,18 @@ export class S3RecordingStore implements RecordingStore {
   }
 
   async begin(key: string): Promise<RecordingUpload> {
+    await mkdir(dirname(join(this.uploadDir, `${key}${PART}`)), { recursive: true });
+    return this.upload(key);
+  }
+
+  async salvage(key: string): Promise<boolean> {
+    return salvagePart(this.upload(key));
+  }
+
+  /** The upload of `key`'s local `.part` file (a multipart upload on commit). */
+  private upload(key: string): RecordingUpload {
     const objectKey = this.objectKey(key);
     const path = join(this.uploadDir, `${key}${PART}`);
-    await mkdir(dirname(path), { recursive: true });
     return fileUpload(key, path, async () => {
       try {
         const size = await stat(path).then(

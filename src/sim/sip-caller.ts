@@ -16,7 +16,7 @@ import { createLogger } from '../logger.js';
 import { SipEndpoint, type Remote, type ServerTransaction } from '../telephony/sip/endpoint.js';
 import { header, parseNameAddr, randomToken, request as sipRequest, tagOf, type SipRequest, type SipResponse } from '../telephony/sip/message.js';
 import { RtpPorts, RtpSession, type RtpPair, type RtpStats } from '../telephony/sip/rtp.js';
-import { negotiate, offer } from '../telephony/sip/sdp.js';
+import { negotiate, offer, type Negotiated } from '../telephony/sip/sdp.js';
 import { LegCaller } from './leg-caller.js';
 import { MediaLeg, type RtpLink, type SpokenLine } from './media-leg.js';
 
@@ -124,6 +124,10 @@ export class SipCaller extends LegCaller {
   /** Server audio that came before the leg listened. */
   private early: Buffer[] = [];
   private hungUpByServer = false;
+  /** After `moveMedia`, the old stream while it still sends. */
+  private oldSession: RtpSession | null = null;
+  private readonly sessionId = Math.floor(Math.random() * 1e9);
+  private sdpVersion = 1;
 
   constructor(private readonly o: SipCallerOptions) {
     super();
@@ -183,7 +187,7 @@ export class SipCaller extends LegCaller {
         ['user-agent', 'Switchboard simulated phone'],
         ['content-type', 'application/sdp'],
       ],
-      Buffer.from(offer({ address: this.localAddress, port: this.media.port, sessionId: Math.floor(Math.random() * 1e9) })),
+      Buffer.from(offer({ address: this.localAddress, port: this.media.port, sessionId: this.sessionId })),
     );
     let ack: SipRequest | null = null;
     const response = await endpoint.request(invite, this.server, (r) => this.provisional.push(r.status), {
@@ -212,8 +216,32 @@ export class SipCaller extends LegCaller {
       this.teardown();
       throw new Error(`the server's SDP answer: ${answer.problem}`);
     }
-    const media = this.media;
-    this.session = new RtpSession({
+    this.session = this.rtpSession(this.media, answer);
+    const link: RtpLink = {
+      start: (input) => {
+        this.input = input;
+        for (const frame of this.early.splice(0)) input.audio(frame);
+        if (this.hungUpByServer) input.ended();
+      },
+      send: (frame) => {
+        // after a move, the old stream's packet of each tick goes first: it is the one still running
+        this.oldSession?.send(frame);
+        this.session?.send(frame);
+      },
+      sendDtmf: (digit) => this.session?.sendDtmf(digit),
+      hangUp: async () => {
+        // a phone stops its media as it hangs up
+        this.session?.close();
+        await this.bye();
+      },
+      close: () => this.teardown(),
+    };
+    await this.own.connectRtp(link);
+    return { kind: 'connected', sipCallId: this.sipCallId };
+  }
+
+  private rtpSession(media: RtpPair, answer: Negotiated): RtpSession {
+    return new RtpSession({
       rtp: media.rtp,
       rtcp: media.rtcp,
       port: media.port,
@@ -226,23 +254,61 @@ export class SipCaller extends LegCaller {
       onAudio: (frame) => (this.input ? this.input.audio(frame) : this.early.push(frame)),
       onDtmf: () => undefined,
     });
-    const link: RtpLink = {
-      start: (input) => {
-        this.input = input;
-        for (const frame of this.early.splice(0)) input.audio(frame);
-        if (this.hungUpByServer) input.ended();
-      },
-      send: (frame) => this.session?.send(frame),
-      sendDtmf: (digit) => this.session?.sendDtmf(digit),
-      hangUp: async () => {
-        // a phone stops its media as it hangs up
-        this.session?.close();
-        await this.bye();
-      },
-      close: () => this.teardown(),
-    };
-    await this.own.connectRtp(link);
-    return { kind: 'connected', sipCallId: this.sipCallId };
+  }
+
+  /**
+   * Moves this phone's media to a new port pair mid-call, as a phone switching its audio device
+   * or a media server does: a re-INVITE with the new port, its ACK, then the new stream. The old
+   * stream goes on `overlapMs` more (its socket still sending) before it closes; what the server
+   * sends to the old port after that is never heard.
+   */
+  async moveMedia(overlapMs = 100): Promise<void> {
+    const d = this.dialog;
+    const signalling = this.signalling;
+    const old = this.session;
+    const oldMedia = this.media;
+    if (!d || !signalling || !old || !oldMedia) throw new Error('no call to move');
+    const media = await rtpPorts.allocate(this.localAddress);
+    d.seq++;
+    const reInvite = sipRequest(
+      'INVITE',
+      d.target,
+      [
+        ['from', this.fromHeader],
+        ['to', d.to],
+        ['call-id', this.sipCallId],
+        ['cseq', `${d.seq} INVITE`],
+        ['contact', `<sip:caller@${signalling.endpoint.sentBy}>`],
+        ['content-type', 'application/sdp'],
+      ],
+      Buffer.from(offer({ address: this.localAddress, port: media.port, sessionId: this.sessionId, version: ++this.sdpVersion })),
+    );
+    const response = await signalling.endpoint.request(reInvite, this.server);
+    const answer = response.status >= 200 && response.status < 300 ? negotiate(response.body.toString('latin1')) : null;
+    if (!answer || 'problem' in answer) {
+      media.rtp.close();
+      media.rtcp.close();
+      rtpPorts.release(media.port);
+      throw new Error(`the re-INVITE was answered ${response.status} ${response.reason}`);
+    }
+    signalling.endpoint.send(
+      sipRequest('ACK', d.target, [
+        ['via', signalling.endpoint.via(this.server)],
+        ['max-forwards', '70'],
+        ['from', this.fromHeader],
+        ['to', d.to],
+        ['call-id', this.sipCallId],
+        ['cseq', `${d.seq} ACK`],
+      ]),
+      this.server,
+    );
+    this.session = this.rtpSession(media, answer);
+    this.media = media;
+    this.oldSession = old;
+    await new Promise((r) => setTimeout(r, overlapMs));
+    if (this.oldSession === old) this.oldSession = null;
+    old.close();
+    rtpPorts.release(oldMedia.port);
   }
 
   /** Tears down without a word to the far end (no BYE). */
@@ -289,6 +355,8 @@ export class SipCaller extends LegCaller {
 
   /** The media closes; the dialog's requests are still answered for a while (copies of a BYE). */
   private teardown(): void {
+    this.oldSession?.close();
+    this.oldSession = null;
     this.session?.close();
     if (this.media) {
       if (!this.session) {

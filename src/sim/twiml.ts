@@ -4,6 +4,7 @@
  * A small XML reader: elements, attributes, text, the five predefined entities and numeric
  * character references; declarations and comments are skipped.
  */
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 export interface TwimlNode {
   name: string;
@@ -13,9 +14,12 @@ export interface TwimlNode {
   text: string;
 }
 
-export class TwimlError extends Error {
+export class TwimlError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.TWIML_INVALID] as const;
   override name = 'TwimlError';
-  readonly code = 'TWIML_INVALID';
+  constructor(message: string) {
+    super(ErrorCodes.TWIML_INVALID, message);
+  }
 }
 
 /** A Map, so that `&constructor;` stays as written, as any other unknown entity. */

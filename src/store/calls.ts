@@ -5,6 +5,8 @@
 import type { Db } from './db.js';
 import { DAY_MS, deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
+import { readCallErrors, type CallError } from '../errors.js';
 
 export interface LoggedMessage {
   role: 'assistant' | 'user' | 'tool' | 'system';
@@ -41,7 +43,7 @@ export interface CallLogEntry {
   messages: LoggedMessage[];
   nodes_visited: string[];
   current_node: string | null;
-  errors: string[];
+  errors: CallError[];
   /** `null`: none was extracted. A later write without it keeps the one already logged. */
   structured_data: unknown;
   recording_ref: string | null;
@@ -74,9 +76,10 @@ export interface CallLogPage {
 }
 
 /** A cursor that no page of ours made. */
-export class InvalidCursorError extends Error {
+export class InvalidCursorError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.INVALID_CURSOR] as const;
   constructor() {
-    super('not a cursor from a previous page');
+    super(ErrorCodes.INVALID_CURSOR, 'not a cursor from a previous page');
   }
 }
 
@@ -128,7 +131,8 @@ interface CallRow {
   messages: LoggedMessage[];
   nodes_visited: string[];
   current_node: string | null;
-  errors: string[];
+  /** As stored: entries of rows written before entries had codes are strings. */
+  errors: unknown;
   structured_data: unknown;
   recording_ref: string | null;
   updated_at: Date | string;
@@ -160,7 +164,7 @@ const toLoggedCall = (r: CallRow): LoggedCall => ({
   messages: r.messages,
   nodes_visited: r.nodes_visited,
   current_node: r.current_node,
-  errors: r.errors,
+  errors: readCallErrors(r.errors),
   structured_data: r.structured_data,
   recording_ref: r.recording_ref,
   updated_at: iso(r.updated_at),
@@ -328,7 +332,7 @@ export class CallLogRepository {
    * Ends a call in the log only if it still has status `expected`: one process wins when several
    * sweep at once. True when this one did.
    */
-  async endIf(id: string, expected: string, end: { ended_reason: string; ended_at: string; errors: string[] }): Promise<boolean> {
+  async endIf(id: string, expected: string, end: { ended_reason: string; ended_at: string; errors: CallError[] }): Promise<boolean> {
     const { rows } = await this.db.query<{ id: string }>(
       `UPDATE calls SET status = 'ended', ended_reason = $3, ended_at = $4, errors = $5::jsonb, updated_at = now()
         WHERE id = $1 AND status = $2 RETURNING id`,

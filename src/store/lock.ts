@@ -4,19 +4,21 @@
  */
 import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 export interface DataDirLock {
   release(): void;
 }
 
-export class DataDirInUseError extends Error {
+export class DataDirInUseError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.DATA_DIR_IN_USE] as const;
   override name = 'DataDirInUseError';
-  readonly code = 'DATA_DIR_IN_USE';
   constructor(
     readonly dataDir: string,
     readonly pid: number,
   ) {
     super(
+      ErrorCodes.DATA_DIR_IN_USE,
       `The embedded database in ${dataDir} is in use by another Switchboard process (pid ${pid}). ` +
         'It can be opened by one process at a time: stop that process and run this again, ' +
         'or run every process against PostgreSQL by setting DATABASE_URL.',

@@ -7,6 +7,7 @@ import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WebhookEventType } from '../../engine/schema.js';
 import { transcriptText } from '../calls/transcript.js';
 import type { CallStatus } from '../calls/store.js';
+import type { CallError } from '../errors.js';
 
 export type { WebhookEventType };
 /** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
@@ -81,8 +82,8 @@ export interface CallAnalysis {
 
 export interface EndOfCallReportMessage extends MessageBase<'end-of-call-report'> {
   ended_reason: EndedReason;
-  /** With `rejected-at-start` (and other rejections): every reason. */
-  errors?: string[];
+  /** What went wrong (`{code, message, provider?}`); with `rejected-at-start` (and other rejections): every reason. */
+  errors?: CallError[];
   started_at: string | null;
   ended_at: string;
   duration_seconds: number;
@@ -166,7 +167,7 @@ export { transcriptText };
 
 export interface EndOfCallReportInput {
   ended_reason: EndedReason;
-  errors?: string[];
+  errors?: CallError[];
   started_at: string | null;
   ended_at: string;
   messages: ReportMessage[];
@@ -218,7 +219,7 @@ export async function endOfCallReportMessage(
     recording_url: input.recording_url ?? null,
     analysis: {},
   };
-  if (input.errors && input.errors.length > 0) message.errors = [...input.errors];
+  if (input.errors && input.errors.length > 0) message.errors = input.errors.map((e) => ({ ...e }));
   if (input.workflow_note) message.workflow_note = input.workflow_note;
   if (input.answered_by !== undefined) message.answered_by = input.answered_by;
   if (!options.assistant?.gdpr_mode) {

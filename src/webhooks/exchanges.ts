@@ -10,6 +10,8 @@ import { AssistantCreate, assistantProblems } from '../../engine/assistant.js';
 import { formatZodIssues } from '../../engine/validate.js';
 import type { VariableValue } from '../../engine/variables.js';
 import { Variables } from '../api/variables.js';
+import { storableProblems } from '../api/storable.js';
+import { formatPath } from '../../engine/paths.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
 import type {
@@ -53,6 +55,10 @@ export type AssistantRequestOutcome =
 
 const Uuid = z.uuid();
 
+/** What in an answer no call record can hold (an unpaired surrogate, NUL), path first. */
+const unstorableDetails = (answer: unknown) =>
+  storableProblems(answer).map(({ path, message }) => `${formatPath(path) || 'answer'}: ${message}`);
+
 /** Reads an assistant-request answer (status and body text). Pure. */
 export function parseAssistantRequestAnswer(
   status: number,
@@ -78,6 +84,8 @@ export function parseAssistantRequestAnswer(
   if (typeof answer !== 'object' || answer === null || Array.isArray(answer)) {
     return failed('the answer must be a JSON object');
   }
+  const unstorable = unstorableDetails(answer);
+  if (unstorable.length > 0) return failed(...unstorable);
   const a = answer as Record<string, unknown>;
   const keys = Object.keys(a);
   if (keys.length === 0) return { kind: 'number-settings' };

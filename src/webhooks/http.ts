@@ -9,6 +9,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { Agent, buildConnector, errors as undiciErrors, request } from 'undici';
 import { blockedAddressReason } from './addresses.js';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 
 export type WebhookHttpErrorCode =
   | 'INVALID_URL'
@@ -62,11 +63,17 @@ export interface PostOptions {
 
 export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024;
 
-class BlockedAddressError extends Error {
-  readonly code = 'SB_BLOCKED_ADDRESS';
+export class BlockedAddressError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.SB_BLOCKED_ADDRESS] as const;
+  constructor(message: string) {
+    super(ErrorCodes.SB_BLOCKED_ADDRESS, message);
+  }
 }
-class DnsError extends Error {
-  readonly code = 'SB_DNS_FAILED';
+export class DnsError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.SB_DNS_FAILED] as const;
+  constructor(message: string) {
+    super(ErrorCodes.SB_DNS_FAILED, message);
+  }
 }
 
 const systemResolve: ResolveHost = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });

@@ -4,6 +4,7 @@
  * `WebhookVerificationError` (with a stable `code`) on anything but a valid, fresh request.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { ErrorCodes, SwitchboardError } from '../../engine/errors.js';
 import { WEBHOOK_HEADERS, webhookSigningKey } from './sign.js';
 import type { WebhookBody } from './envelope.js';
 
@@ -14,13 +15,18 @@ export type WebhookVerificationErrorCode =
   | 'INVALID_SIGNATURE'
   | 'INVALID_PAYLOAD';
 
-export class WebhookVerificationError extends Error {
+export class WebhookVerificationError extends SwitchboardError {
+  static override readonly codes = [
+    ErrorCodes.MISSING_HEADER,
+    ErrorCodes.INVALID_TIMESTAMP,
+    ErrorCodes.TIMESTAMP_OUT_OF_TOLERANCE,
+    ErrorCodes.INVALID_SIGNATURE,
+    ErrorCodes.INVALID_PAYLOAD,
+  ] as const;
   override name = 'WebhookVerificationError';
-  constructor(
-    readonly code: WebhookVerificationErrorCode,
-    message: string,
-  ) {
-    super(message);
+  declare readonly code: WebhookVerificationErrorCode;
+  constructor(code: WebhookVerificationErrorCode, message: string) {
+    super(code, message);
   }
 }
 

@@ -203,6 +203,29 @@ describe.each(kinds)('dialer on %s', (kind) => {
     await waitFor(async () => (await dialer.queuedCount()) === 0, 5_000, 'an empty queue');
   });
 
+  it.runIf(kind === 'bullmq')('a call that still holds its slot from an attempt whose process died dials at the org\'s rate, not at once', async () => {
+    const place = await open();
+    const org = await place.newOrg();
+    const [job] = jobsFor(org, 1);
+    const calls = fake({ limits: () => ({ maxConcurrentCalls: 2, callsPerSecond: 0.5 }) });
+    const dialer = place.dialer();
+    // what a process that died mid-dial leaves in Redis: the call's slot, and the org's next dial 2 s away
+    const base = (dialer as unknown as { base: string }).base;
+    const redis = new Redis(REDIS_URL);
+    try {
+      const diedAt = Date.now();
+      await redis.zadd(`${base}:org:${org}:slots`, diedAt, job!.callId);
+      await redis.set(`${base}:org:${org}:next`, diedAt + 2_000, 'PX', 62_000);
+      await dialer.enqueue([job!]);
+      await dialer.start(calls.hooksFor(dialer));
+      await waitFor(() => calls.dials.length === 1, 10_000, 'the retried dial');
+      expect(calls.dials[0]!.at - diedAt).toBeGreaterThanOrEqual(2_000 - 20);
+      expect(calls.maxLive.get(org) ?? 1).toBeLessThanOrEqual(2);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('takes back a slot held past staleSlotMs by a call isLive says is gone, and only then', async () => {
     const place = await open();
     const [leaky, kept] = [await place.newOrg(), await place.newOrg()];

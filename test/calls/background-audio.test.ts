@@ -211,7 +211,7 @@ describe('background clips from a URL', () => {
       await caller.hear(/Acme Dental/i);
       await caller.hangUp();
       const report = await eventually('the report', () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId));
-      expect(report.errors).toEqual([expect.stringMatching(/^background_audio: the clip URL answered HTTP 404; the call ran without it$/)]);
+      expect(report.errors).toEqual([{ code: 'BACKGROUND_AUDIO_FAILED', message: expect.stringMatching(/^background_audio: the clip URL answered HTTP 404; the call ran without it$/) }]);
     } finally {
       clipAvailable = true;
       await caller.close();

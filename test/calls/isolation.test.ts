@@ -69,7 +69,7 @@ describe('a realtime vendor that cannot be reached', () => {
       const callId = callIdOf(await bad.dial());
       const report = await endedCall(callId);
       expect(report.ended_reason).toBe('pipeline-error-openai-realtime');
-      expect(report.errors.join(' ')).toMatch(/openai-realtime/);
+      expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/openai-realtime/);
     });
     expect((await request(`${s.baseUrl}/healthz`)).statusCode).toBe(200);
   });
@@ -83,7 +83,7 @@ describe('a realtime vendor that cannot be reached', () => {
         receivedMessages(other.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number),
       );
       expect(report.ended_reason).toBe('rejected-at-start');
-      expect(report.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: llm_config\.provider: provider "openai-realtime" needs OPENAI_API_KEY/)]);
+      expect(report.errors).toEqual([{ code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: llm_config\.provider: provider "openai-realtime" needs OPENAI_API_KEY/) }]);
       expect((await request(`${other.baseUrl}/healthz`)).statusCode).toBe(200);
       // and it still takes calls
       const { number: good } = await other.setUpNumber({ definition: frontDesk });
@@ -112,7 +112,7 @@ describe('a realtime model that goes silent mid-call', () => {
         20_000,
       );
       expect(report.ended_reason).toBe('pipeline-error-openai-realtime');
-      expect(report.errors.join(' ')).toMatch(/no answer from the realtime model/);
+      expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/no answer from the realtime model/);
     } finally {
       await other.close();
       await fake.close();
@@ -186,7 +186,7 @@ describe.each(callKinds)('a media stream that goes dead ($kind call)', ({ assist
     call.goSilent();
     const report = await endedCall(callId, 12_000);
     expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors.join(' ')).toMatch(/no media from the far end/);
+    expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/no media from the far end/);
     // the carrier's leg may still be up: it is hung up
     const hangUps = s.twilio.requests.filter((r) => r.path.includes(call.callSid) && r.form.get('Status') === 'completed');
     expect(hangUps.length).toBeGreaterThan(hangUpsBefore);
@@ -199,7 +199,7 @@ describe.each(callKinds)('a media stream that goes dead ($kind call)', ({ assist
       const callId = callIdOf(await call.dial());
       const report = await endedCall(callId, 10_000);
       expect(report.ended_reason).toBe('customer-ended-call');
-      expect(report.errors.join(' ')).toMatch(/stopped answering WebSocket pings/);
+      expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/stopped answering WebSocket pings/);
     } finally {
       await call.close();
     }

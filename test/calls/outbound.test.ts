@@ -191,8 +191,8 @@ describe('nobody answers', () => {
     const call = await placeCall(numberId, { number: to });
     const report = await reportOf(call.id);
     expect(report.ended_reason).toBe('dial-failed');
-    expect(report.errors.join(' ')).toContain('Account not authorized to call this number.');
-    expect((await ended(call.id)).errors.join(' ')).toContain('Twilio answered 400');
+    expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toContain('Account not authorized to call this number.');
+    expect((await ended(call.id)).errors.map((e: { message: string }) => e.message).join(' ')).toContain('Twilio answered 400');
   });
 });
 
@@ -502,9 +502,9 @@ describe('{{variables}} on an inbound call', () => {
       expect(outcome.kind).toBe('rejected');
       const report = (await eventually('the report', () =>
         receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number),
-      )) as { ended_reason: string; errors: string[] };
+      )) as { ended_reason: string; errors: { message: string }[] };
       expect(report.ended_reason).toBe('assistant-request-failed');
-      expect(report.errors.join(' ')).toMatch(/variables\.n: must be a string, a number or a boolean/);
+      expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/variables\.n: must be a string, a number or a boolean/);
     } finally {
       s.receiver.setDefault({ status: 200 });
     }

@@ -56,8 +56,8 @@ describe('an assistant whose providers need keys the server lacks', () => {
     const report = await eventually('the report', () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number));
     expect(report.ended_reason).toBe('rejected-at-start');
     expect(report.errors).toEqual([
-      'CALL_REJECTED_MISSING_PROVIDER_KEY: stt_config.provider: provider "deepgram" needs DEEPGRAM_API_KEY, which is not set on this server',
-      'CALL_REJECTED_MISSING_PROVIDER_KEY: tts_config.provider: provider "elevenlabs" needs ELEVENLABS_API_KEY, which is not set on this server',
+      { code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: 'CALL_REJECTED_MISSING_PROVIDER_KEY: stt_config.provider: provider "deepgram" needs DEEPGRAM_API_KEY, which is not set on this server' },
+      { code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: 'CALL_REJECTED_MISSING_PROVIDER_KEY: tts_config.provider: provider "elevenlabs" needs ELEVENLABS_API_KEY, which is not set on this server' },
     ]);
     const statuses = receivedMessages(s.receiver, 'status-update').filter((m) => m.call.id === report.call.id).map((m) => m.status);
     expect(statuses).not.toContain('in-progress');
@@ -71,7 +71,7 @@ describe('an assistant whose providers need keys the server lacks', () => {
     expect(outcome.kind).toBe('rejected');
     const report = await eventually('the report', () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number));
     expect(report.errors).toEqual([
-      'CALL_REJECTED_MISSING_PROVIDER_KEY: nodes[1] (booking).tts_config.provider: provider "elevenlabs" needs ELEVENLABS_API_KEY, which is not set on this server',
+      { code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: 'CALL_REJECTED_MISSING_PROVIDER_KEY: nodes[1] (booking).tts_config.provider: provider "elevenlabs" needs ELEVENLABS_API_KEY, which is not set on this server' },
     ]);
   });
 

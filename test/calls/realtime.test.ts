@@ -5,29 +5,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { orderLookupNodes, receivedMessages, silenceReminders, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
-import { heardShare } from '../../src/calls/realtime-call.js';
-import type { ActiveCall } from '../../src/calls/active-call.js';
-import type { LiveCall } from '../../src/calls/live-call.js';
-import type { RealtimeCall } from '../../src/calls/realtime-call.js';
-
-// Both kinds of call are driven through the same methods (checked by tsc).
-const _pipeline: ActiveCall = null as unknown as LiveCall;
-const _realtime: ActiveCall = null as unknown as RealtimeCall;
-void _pipeline;
-void _realtime;
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
   await eventually(what, probe, timeoutMs, 20);
 };
-
-describe('heardShare', () => {
-  it('keeps the whole words played', () => {
-    expect(heardShare('Hello there, how are you?', 0, 1000)).toBe('');
-    expect(heardShare('Hello there, how are you?', 1000, 1000)).toBe('Hello there, how are you?');
-    expect(heardShare('Hello there, how are you?', 500, 1000)).toBe('Hello there,');
-    expect(heardShare('Hello there', 100, 0)).toBe('');
-  });
-});
 
 describe('a realtime call with the sandbox speech-to-speech provider', () => {
   let s: CallingServer;

@@ -135,7 +135,7 @@ function finalizerService(calls: CallStore, notifier: CallNotifier, store = {} a
     calls,
     providers: {} as Providers,
     notifier,
-    resolver: { resolve: async () => ({ kind: 'rejected', reason: 'rejected-at-start', errors: ['unused'] }) },
+    resolver: { resolve: async () => ({ kind: 'rejected', errors: [{ code: 'CALL_REJECTED', message: 'unused' }] }) },
     logger: silent,
   });
 }
@@ -261,7 +261,7 @@ describe('finalizing calls whose process died', () => {
         const seen = recordingNotifier();
         expect(await finalizerService(calls, seen.notifier).finalizeStale(20)).toBe(1);
         expect(seen.statuses).toEqual([{ callId: unanswered.id, status: 'ended', ended_reason: 'customer-ended-call' }]);
-        expect(seen.reports[0]!.errors).toEqual(['the media stream never connected']);
+        expect(seen.reports[0]!.errors).toEqual([{ code: 'CALL_STREAM_LOST', message: 'the media stream never connected' }]);
       } finally {
         await cleanUp();
         await calls.close();
@@ -290,7 +290,7 @@ describe('finalizing calls whose process died', () => {
         expect(reports).toHaveLength(1);
         expect(reports[0]).toMatchObject({ id: lost.id, status: 'ended', ended_reason: 'worker-lost', nodes_visited: ['greeting', 'booking'] });
         expect(reports[0]!.messages.map((m) => m.content)).toEqual(['I would like to book.']);
-        expect(reports[0]!.errors.join()).toContain('w-dead');
+        expect(reports[0]!.errors.map((e: { message: string }) => e.message).join()).toContain('w-dead');
 
         const saved = await calls.get(lost.id);
         expect(saved).toMatchObject({ status: 'ended', ended_reason: 'worker-lost' });
@@ -484,7 +484,7 @@ describe('finalizing calls whose process died', () => {
       );
       const ended = await getCall(b.app, key, callId);
       expect(ended.call).toMatchObject({ status: 'ended', ended_reason: 'worker-lost', current_node: 'booking' });
-      expect(ended.call.errors.join()).toMatch(/the process running the call stopped \(w-/);
+      expect(ended.call.errors.map((e: { message: string }) => e.message).join()).toMatch(/the process running the call stopped \(w-/);
 
       const report = await eventually('the end-of-call-report', () =>
         receivedMessages(receiver, 'end-of-call-report').find((m) => m.call.id === callId),
@@ -584,7 +584,7 @@ describe('graceful shutdown', () => {
     );
     expect(report.ended_reason).toBe(statuses.at(-1).ended_reason);
     expect(report.ended_reason).toBe('assistant-ended-call');
-    expect(report.errors).toEqual(['the server shut down: the call was still live after the 1.5 s shutdown grace period']);
+    expect(report.errors).toEqual([{ code: 'CALL_SHUTDOWN', message: 'the server shut down: the call was still live after the 1.5 s shutdown grace period' }]);
     expect(report.transcript).toContain('Acme Dental');
   }, 60_000);
 });

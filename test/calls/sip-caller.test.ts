@@ -78,6 +78,27 @@ describe('the simulated SIP phone', () => {
     }
   }, 60_000);
 
+  it('moves its media mid-call (a re-INVITE to a new port while the old stream sends 100 ms more): the reply is heard on the new port', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550114', signalling });
+    try {
+      expect((await phone.dial()).kind).toBe('connected');
+      await phone.hear('Hello, this is Acme Dental.');
+      await phone.quiet();
+      await phone.moveMedia(100);
+      await phone.say('I would like to book an appointment.');
+      // the old socket is closed: the server's reply reaches the phone only at its new port
+      await phone.hear('book your appointment', 15_000);
+      await phone.hangUp();
+      const callId = await eventually('the call record', () => callFrom('+15005550114'));
+      expect((await reportOf(callId)).ended_reason).toBe('customer-ended-call');
+      // the old stream's last packets were dropped, not played or latched on (counted as the dialog goes)
+      await eventually('the old stream counted', async () => /switchboard_rtp_wrong_source_total [1-9]/.test(await (await fetch(`${s.baseUrl}/metrics`)).text()));
+    } finally {
+      await phone.close();
+    }
+  }, 60_000);
+
   it('answers the BYE of an assistant that hangs up', async () => {
     const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDeskWorkflow({ goodbyeFromGreeting: true }) });
     const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550112', signalling });

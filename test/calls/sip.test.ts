@@ -150,6 +150,22 @@ describe.skipIf(!available)('inbound SIP calls', () => {
     expect((await callRecord(callId)).transport).toBe('sip');
   }, 60_000);
 
+  it('a REFER the far end refuses: the call ends pipeline-error-sip, naming the carrier (as a refused Twilio transfer ends pipeline-error-twilio)', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: transferFlow });
+    const phone = await Baresip.start({ name: 'noxfer', acceptTransfer: false });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    await until(async () => (await callRecord(callId)).messages.length >= 1, 'the greeting');
+    await phone.play(await speech('agent-refused', 'I want to speak to a human agent.', 0.5));
+    const report = await reportOf(callId);
+    expect(report.ended_reason).toBe('pipeline-error-sip');
+    const refused = { code: 'SIP_TRANSFER_REFUSED', message: expect.stringMatching(/^transfer: sip: the far end refused the transfer \(REFER answered 5\d\d /), provider: 'sip' };
+    expect(report.errors).toEqual([refused]);
+    expect((await callRecord(callId)).errors).toEqual([refused]);
+  }, 60_000);
+
   it('refused before any answer: a call-start check (403), an unknown number (404), a source not allowed (403)', async () => {
     // the assistant needs a Deepgram key this server does not have: refused at start
     const { number } = await s.setUpNumber({ provider: 'sip', assistant: sandboxAssistant({ stt_config: { provider: 'deepgram' } }), definition: frontDesk });
@@ -161,7 +177,7 @@ describe.skipIf(!available)('inbound SIP calls', () => {
     const callId = await newCall(before);
     const report = await reportOf(callId);
     expect(report.ended_reason).toBe('rejected-at-start');
-    expect(report.errors.join(' ')).toMatch(/CALL_REJECTED_MISSING_PROVIDER_KEY/);
+    expect(report.errors).toEqual([expect.objectContaining({ code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: expect.stringMatching(/CALL_REJECTED_MISSING_PROVIDER_KEY/) })]);
 
     await phone.dial(`sip:+15550009999@127.0.0.1:${sipPort}`);
     expect((await phone.waitFor('CALL_CLOSED')).param).toMatch(/404/);

@@ -129,7 +129,7 @@ async function dialRejected(number: string) {
   expect(call.twiml).not.toContain('<Connect');
   const record = await newestCall();
   expect(record).toMatchObject({ status: 'ended', started_at: null, current_node: null, messages: [] });
-  return record as { id: string; ended_reason: string; errors: string[]; assistant_id: string | null; workflow_id: string | null };
+  return record as { id: string; ended_reason: string; errors: { code: string; message: string }[]; assistant_id: string | null; workflow_id: string | null };
 }
 
 /** The webhook requests of one call as the receiver saw them (no ringing, no in-progress). */
@@ -232,9 +232,10 @@ describe('call-start checks reject before pickup', () => {
     const record = await dialRejected(number);
     expect(record).toMatchObject({ ended_reason: 'rejected-at-start', assistant_id: assistantId, workflow_id: workflowId });
     expect(record.errors).toHaveLength(3);
-    expect(record.errors[0]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.llm_config/);
-    expect(record.errors[1]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.tts_config/);
-    expect(record.errors[2]).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.stt_config/);
+    expect(record.errors.map((e) => e.code)).toEqual(Array(3).fill('CALL_REJECTED_REALTIME_OVERRIDE'));
+    expect(record.errors[0]!.message).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.llm_config/);
+    expect(record.errors[1]!.message).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.tts_config/);
+    expect(record.errors[2]!.message).toMatch(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[1\] \(booking\)\.stt_config/);
     const { ended, report } = await expectRejectedWebhooks(s.receiver, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
     expect(report.errors).toEqual(record.errors);
@@ -263,9 +264,15 @@ describe('call-start checks reject before pickup', () => {
     expect(record.ended_reason).toBe('rejected-at-start');
     // nodes[0]'s block also lacks a provider (SPEC 7.3 check 3): both reasons are listed
     expect(record.errors).toEqual([
-      'CALL_REJECTED_MISSING_PROVIDER: nodes[0] (greeting).tts_config.provider: required; a config block without a provider cannot run',
-      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[0\] \(greeting\)\.tts_config\.voice_id: voice "alloy" does not belong to the assistant's TTS provider "sandbox"/),
-      expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[1\] \(bye\)\.tts_config\.voice_id: unknown voice "not-a-voice" for provider "openai"/),
+      { code: 'CALL_REJECTED_MISSING_PROVIDER', message: 'CALL_REJECTED_MISSING_PROVIDER: nodes[0] (greeting).tts_config.provider: required; a config block without a provider cannot run' },
+      {
+        code: 'CALL_REJECTED_VOICE_PROVIDER_MISMATCH',
+        message: expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[0\] \(greeting\)\.tts_config\.voice_id: voice "alloy" does not belong to the assistant's TTS provider "sandbox"/),
+      },
+      {
+        code: 'CALL_REJECTED_VOICE_PROVIDER_MISMATCH',
+        message: expect.stringMatching(/^CALL_REJECTED_VOICE_PROVIDER_MISMATCH: nodes\[1\] \(bye\)\.tts_config\.voice_id: unknown voice "not-a-voice" for provider "openai"/),
+      },
     ]);
     const { ended } = await expectRejectedWebhooks(s.receiver, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
@@ -285,7 +292,7 @@ describe('call-start checks reject before pickup', () => {
     assistantAnswer = { body: { assistant: { name: 'Inline realtime', llm_config: { provider: 'sandbox-realtime' } }, workflow_id: workflowId } };
     const record = await dialRejected(number);
     expect(record).toMatchObject({ ended_reason: 'rejected-at-start', assistant_id: null, workflow_id: workflowId });
-    expect(record.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.tts_config: per-node voice overrides/)]);
+    expect(record.errors).toEqual([{ code: 'CALL_REJECTED_REALTIME_OVERRIDE', message: expect.stringMatching(/^CALL_REJECTED_REALTIME_OVERRIDE: nodes\[0\] \(greeting\)\.tts_config: per-node voice overrides/) }]);
     const { ended } = await expectRejectedWebhooks(hook, record.id, 'rejected-at-start');
     expect(ended.errors).toEqual(record.errors);
   });
@@ -297,7 +304,7 @@ describe('call-start checks reject before pickup', () => {
     };
     const record = await dialRejected(number);
     expect(record.ended_reason).toBe('assistant-request-failed');
-    expect(record.errors).toEqual([expect.stringContaining('assistant.tts_config.provider')]);
+    expect(record.errors).toEqual([{ code: 'ASSISTANT_REQUEST_FAILED', message: expect.stringContaining('assistant.tts_config.provider') }]);
     const { ended } = await expectRejectedWebhooks(hook, record.id, 'assistant-request-failed');
     expect(ended.errors).toEqual(record.errors);
   });
@@ -365,9 +372,9 @@ describe('assistant-request answers', () => {
     const { number } = await numberResolvedAtCallTime();
     assistantAnswer = { body: { error: 'We are closed on Sundays' } };
     const record = await dialRejected(number);
-    expect(record).toMatchObject({ ended_reason: 'rejected-at-start', errors: ['assistant-request: We are closed on Sundays'] });
+    expect(record).toMatchObject({ ended_reason: 'rejected-at-start', errors: [{ code: 'ASSISTANT_REQUEST_REJECTED', message: 'assistant-request: We are closed on Sundays' }] });
     const { ended } = await expectRejectedWebhooks(hook, record.id, 'rejected-at-start');
-    expect(ended.errors).toEqual(['assistant-request: We are closed on Sundays']);
+    expect(ended.errors).toEqual([{ code: 'ASSISTANT_REQUEST_REJECTED', message: 'assistant-request: We are closed on Sundays' }]);
   });
 
   it.each([
@@ -380,7 +387,7 @@ describe('assistant-request answers', () => {
     assistantAnswer = answer;
     const record = await dialRejected(number);
     expect(record.ended_reason).toBe('assistant-request-failed');
-    expect(record.errors).toEqual([expect.stringContaining('the number has no assistant')]);
+    expect(record.errors).toEqual([{ code: 'ASSISTANT_REQUEST_FAILED', message: expect.stringContaining('the number has no assistant') }]);
     await expectRejectedWebhooks(hook, record.id, 'assistant-request-failed');
   });
 
@@ -395,7 +402,7 @@ describe('assistant-request answers', () => {
     assistantAnswer = answer as ReceiverAnswer;
     const record = await dialRejected(number);
     expect(record.ended_reason).toBe('assistant-request-failed');
-    expect(record.errors).toEqual([expect.stringMatching(error)]);
+    expect(record.errors).toEqual([{ code: 'ASSISTANT_REQUEST_FAILED', message: expect.stringMatching(error) }]);
     await expectRejectedWebhooks(hook, record.id, 'assistant-request-failed');
   });
 
@@ -407,7 +414,7 @@ describe('assistant-request answers', () => {
     const took = Date.now() - startedAt;
     expect(took).toBeGreaterThanOrEqual(4_900);
     expect(took).toBeLessThan(8_500);
-    expect(record).toMatchObject({ ended_reason: 'assistant-request-failed', errors: ['assistant-request: no answer within 5 s'] });
+    expect(record).toMatchObject({ ended_reason: 'assistant-request-failed', errors: [{ code: 'ASSISTANT_REQUEST_FAILED', message: 'assistant-request: no answer within 5 s' }] });
     await expectRejectedWebhooks(hook, record.id, 'assistant-request-failed');
   }, 30_000);
 

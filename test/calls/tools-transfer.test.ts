@@ -197,7 +197,7 @@ describe('a transfer node (pipeline call)', () => {
     expect(ended.ended_reason).toBe('pipeline-error-twilio');
     const report = await reportOf(callId);
     expect(report.ended_reason).toBe('pipeline-error-twilio');
-    expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
+    expect(report.errors).toEqual([{ code: 'TWILIO_REST_ERROR', message: expect.stringContaining('No international permission'), provider: 'twilio' }]);
     await eventually('the hang-up', () => restRequests(path).some((r) => r.form.get('Status') === 'completed'));
     const view = (await s.api('GET', `/calls/${callId}`)).json.call;
     expect(view).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });

@@ -458,7 +458,7 @@ async function faultBesideHealthy(
   expect.soft(statusEnded?.ended_reason ?? 'no status-update "ended" received', 'status-update "ended"').toBe(expectedReason);
   expect.soft(report?.ended_reason ?? 'no end-of-call-report received', 'end-of-call-report').toBe(expectedReason);
   expect.soft(report?.errors ?? [], "the report's errors name the vendor").toEqual(
-    expect.arrayContaining([expect.stringMatching(new RegExp(`^${rig.provider}: `))]),
+    expect.arrayContaining([expect.objectContaining({ message: expect.stringMatching(new RegExp(`^${rig.provider}: `)), provider: rig.provider })]),
   );
 
   // 3. the healthy call went on, its frames on time, and ended as its caller hung up
@@ -564,7 +564,7 @@ describe('a vendor with no API key configured', () => {
     }
     const report = await eventually('the report', () => receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.phone_number?.number === number), 10_000);
     expect(report.ended_reason).toBe('rejected-at-start');
-    expect(report.errors).toEqual([expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: .*provider ".*" needs (DEEPGRAM|OPENAI|ELEVENLABS)_API_KEY, which is not set on this server$/)]);
+    expect(report.errors).toEqual([{ code: 'CALL_REJECTED_MISSING_PROVIDER_KEY', message: expect.stringMatching(/^CALL_REJECTED_MISSING_PROVIDER_KEY: .*provider ".*" needs (DEEPGRAM|OPENAI|ELEVENLABS)_API_KEY, which is not set on this server$/) }]);
   }, 60_000);
   it('the server still takes a call afterwards', () => aNewCallWorks(s), 60_000);
 });

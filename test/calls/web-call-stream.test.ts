@@ -419,8 +419,8 @@ describe('a browser that vanishes', () => {
     expect(code).toBe(1006);
     const { report, call } = await endedCall(callId);
     expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors.join(' ')).toMatch(/no media from the far end/);
-    expect(call.errors.join(' ')).toMatch(/no media from the far end/);
+    expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/no media from the far end/);
+    expect(call.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/no media from the far end/);
   });
 
   it('audio but no answer to pings: customer-ended-call, "stopped answering WebSocket pings"', async () => {
@@ -431,7 +431,7 @@ describe('a browser that vanishes', () => {
     expect(await b.closed).toBe(1006);
     const { report } = await endedCall(callId);
     expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors.join(' ')).toMatch(/stopped answering WebSocket pings/);
+    expect(report.errors.map((e: { message: string }) => e.message).join(' ')).toMatch(/stopped answering WebSocket pings/);
   });
 
   it('{"type":"hangup"}: customer-ended-call, the socket closed 1000 by the server', async () => {
@@ -643,8 +643,8 @@ describe('a web call whose stream never connects', () => {
     await s.runtime.calls.finalizeStale();
     const { report, call } = await endedCall(callId);
     expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors).toContain('the media stream never connected');
-    expect(call.errors).toContain('the media stream never connected');
+    expect(report.errors).toContainEqual({ code: 'CALL_STREAM_LOST', message: 'the media stream never connected' });
+    expect(call.errors).toContainEqual({ code: 'CALL_STREAM_LOST', message: 'the media stream never connected' });
     expect(call.started_at).toBeNull();
     await s.runtime.calls.finalizeStale();
     expect(messagesOf(callId, 'end-of-call-report')).toHaveLength(1);

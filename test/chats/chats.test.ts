@@ -410,7 +410,7 @@ describe('a model that fails', () => {
     });
     const turn = await say(chat.id, 'Hello');
     expect(turn.reply).toEqual([]);
-    expect(turn.chat).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-custom-llm', errors: [expect.stringMatching(/^custom-llm: /)] });
+    expect(turn.chat).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-custom-llm', errors: [expect.objectContaining({ message: expect.stringMatching(/^custom-llm: /), provider: 'custom-llm' })] });
   });
 });
 

@@ -151,6 +151,10 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
     expect(html.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(html.headers.get('cache-control')).toBe('no-cache');
     expect(html.headers.get('content-security-policy')).toContain("script-src 'self'");
+    // connections to the page's own origin only: no other host, not even by WebSocket
+    const host = new URL(server.baseUrl).host;
+    expect(html.headers.get('content-security-policy')).toContain(`connect-src 'self' ws://${host} wss://${host};`);
+    expect(html.headers.get('content-security-policy')).not.toMatch(/ws: |wss: |\*/);
     const body = html.body;
     const dagrePath = `/console/vendor/dagre-${DAGRE_VERSION}.min.js`;
     expect(body).toContain(`<script src="${dagrePath}"`);

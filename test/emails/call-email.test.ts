@@ -83,7 +83,7 @@ describe('callEmail', () => {
       assistant: assistant({ name: `Bot ${attack}`, business_name: `Shop ${attack}` }),
       messages: [message('user', attack, 1), message('assistant', `You said ${attack}`, 2)],
       nodes_visited: [`<b>node</b>`],
-      errors: [`tool failed: ${attack}`],
+      errors: [{ code: 'UNKNOWN', message: `tool failed: ${attack}` }],
       structured_data: { [`<k>`]: attack },
     });
     const { subject, html, text } = callEmail(call);

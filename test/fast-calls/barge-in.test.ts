@@ -118,8 +118,8 @@ describe.each(kinds)('barge-in ($kind call)', ({ kind }) => {
     ]);
   });
 
-  // A realtime call used to lose the heard part of the line playing at the hang-up (RealtimeCall's
-  // release() resolved its responses without settling them); it settles them now, as LiveCall does.
+  // A realtime call used to lose the heard part of the line playing at the hang-up (its
+  // release resolved its responses without settling them); it settles them now, as the pipeline does.
   it('a caller hanging up mid-line: only what was played is kept; no hang-up through the carrier', async () => {
     const h = await greetedLong(kind);
     h.caller.hangUp();

@@ -13,7 +13,7 @@ useFastCalls();
 const GREETING = 'Hello, this is Acme Dental.';
 
 /** The call ended `reason` the way a failure ends it: errors, hang-up, media closed, status and report. */
-function expectFailedEnd(h: CallHarness, reason: string, error: string) {
+function expectFailedEnd(h: CallHarness, reason: string, error: { code: string; message: string; provider?: string }) {
   expect(h.endedReason).toBe(reason);
   expect(h.record.errors).toEqual([error]);
   expect(h.transport.hangUps).toHaveLength(1);
@@ -43,7 +43,7 @@ describe('a provider failing mid-call (pipeline call)', () => {
     const h = await greetedPipeline();
     h.stt.fail(new ProviderError('PROVIDER_DISCONNECTED', 'deepgram', 'the connection dropped mid-stream'));
     await h.untilEnded(1_000);
-    expectFailedEnd(h, 'pipeline-error-deepgram', 'deepgram: the connection dropped mid-stream');
+    expectFailedEnd(h, 'pipeline-error-deepgram', { code: 'PROVIDER_DISCONNECTED', message: 'deepgram: the connection dropped mid-stream', provider: 'deepgram' });
     expect(h.stt.sessions[0]!.closed).toBe(true);
   });
 
@@ -52,7 +52,7 @@ describe('a provider failing mid-call (pipeline call)', () => {
     h.llm.reply({ text: ['Let me check that. ', 'Your next'], chunkMs: 200, error: new ProviderError('PROVIDER_DISCONNECTED', 'openai', 'the stream ended early') });
     await h.caller.say('When is my next visit?');
     await h.untilEnded(5_000);
-    expectFailedEnd(h, 'pipeline-error-openai', 'openai: the stream ended early');
+    expectFailedEnd(h, 'pipeline-error-openai', { code: 'PROVIDER_DISCONNECTED', message: 'openai: the stream ended early', provider: 'openai' });
     expect(h.llm.requests).toHaveLength(1);
   });
 
@@ -62,7 +62,7 @@ describe('a provider failing mid-call (pipeline call)', () => {
     h.llm.reply({ text: 'Sure. Your next visit is on Tuesday.' });
     await h.caller.say('When is my next visit?');
     await h.untilEnded(5_000);
-    expectFailedEnd(h, 'pipeline-error-elevenlabs', 'elevenlabs: quota exceeded');
+    expectFailedEnd(h, 'pipeline-error-elevenlabs', { code: 'PROVIDER_HTTP_ERROR', message: 'elevenlabs: quota exceeded', provider: 'elevenlabs' });
   });
 
   it('the speech-to-text refuses the call at start: pipeline-error-deepgram, before anything is said', async () => {
@@ -70,7 +70,7 @@ describe('a provider failing mid-call (pipeline call)', () => {
     h.stt.connectError = new ProviderError('PROVIDER_AUTH', 'deepgram', 'invalid API key', 401);
     await h.start();
     await h.untilEnded(1_000);
-    expectFailedEnd(h, 'pipeline-error-deepgram', 'deepgram: invalid API key');
+    expectFailedEnd(h, 'pipeline-error-deepgram', { code: 'PROVIDER_AUTH', message: 'deepgram: invalid API key', provider: 'deepgram' });
     expect(h.transport.frames).toEqual([]);
   });
 });
@@ -87,7 +87,7 @@ describe('a provider failing mid-call (realtime call)', () => {
     const h = await greetedRealtime();
     h.realtime.session!.fail(new ProviderError('PROVIDER_DISCONNECTED', 'openai-realtime', 'the socket closed'));
     await h.untilEnded(1_000);
-    expectFailedEnd(h, 'pipeline-error-openai-realtime', 'openai-realtime: the socket closed');
+    expectFailedEnd(h, 'pipeline-error-openai-realtime', { code: 'PROVIDER_DISCONNECTED', message: 'openai-realtime: the socket closed', provider: 'openai-realtime' });
     expect(h.realtime.sessions[0]!.closed).toBe(true);
   });
 
@@ -98,7 +98,7 @@ describe('a provider failing mid-call (realtime call)', () => {
     h.caller.press('1');
     const askedAt = h.now();
     await h.untilEnded(20_000);
-    expectFailedEnd(h, 'pipeline-error-openai-realtime', 'openai-realtime: no answer from the realtime model for 8 s');
+    expectFailedEnd(h, 'pipeline-error-openai-realtime', { code: 'PROVIDER_TIMEOUT', message: 'openai-realtime: no answer from the realtime model for 8 s', provider: 'openai-realtime' });
     expect(h.rel(h.transport.hangUps[0]!) - askedAt).toBe(8_000);
   });
 });
@@ -111,7 +111,7 @@ describe.each([{ kind: 'pipeline' as const }, { kind: 'realtime' as const }])('t
     h.transport.farEndGone('no media for 5 s');
     const report = await h.untilEnded(1_000);
     expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors).toEqual(['the media stream went away: no media for 5 s']);
+    expect(report.errors).toEqual([{ code: 'CALL_STREAM_LOST', message: 'the media stream went away: no media for 5 s' }]);
     expect(h.transport.hangUps).toHaveLength(1);
   });
 });
@@ -134,7 +134,7 @@ describe('the transport throws (a bug in a carrier adapter)', () => {
     const report = await h.untilEnded(5_000);
     expect(thrown).toBeGreaterThan(0);
     expect(report.ended_reason).toBe('pipeline-error-switchboard');
-    expect(report.errors).toEqual([`switchboard: internal error (${where}); the server log has the details under this call id`]);
+    expect(report.errors).toEqual([{ code: 'CALL_INTERNAL_ERROR', message: `switchboard: internal error (${where}); the server log has the details under this call id` }]);
     expect(h.transport.hangUps).toHaveLength(1);
   });
 });

@@ -261,7 +261,7 @@ describe.each(kinds)('a transfer node ($kind call)', ({ kind }) => {
     const h = await askForAnAgent({ error: refused });
     const report = await h.untilEnded(20_000);
     expect(report.ended_reason).toBe('pipeline-error-twilio');
-    expect(report.errors).toEqual([expect.stringContaining('No international permission')]);
+    expect(report.errors).toEqual([{ code: 'TRANSFER_FAILED', message: expect.stringContaining('No international permission'), provider: 'twilio' }]);
     expect(h.transport.hangUps).toHaveLength(1);
     expect(h.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: 'pipeline-error-twilio' } });
     expect(h.record).toMatchObject({ status: 'ended', ended_reason: 'pipeline-error-twilio' });

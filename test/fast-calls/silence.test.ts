@@ -131,7 +131,11 @@ describe.each(kinds)('autonomous silence handling without messages ($kind call)'
     expect(h.notifier.toolRequests).toEqual([]);
     // the failure is noted, the empty check-in is not a failure
     expect(report.errors).toEqual([
-      `${provider(h)}: the silence check-in failed (the model is overloaded); "${SILENCE_CHECK_FALLBACK}" was said instead`,
+      {
+        code: 'SILENCE_CHECK_IN_FAILED',
+        message: `${provider(h)}: the silence check-in failed (the model is overloaded); "${SILENCE_CHECK_FALLBACK}" was said instead`,
+        provider: provider(h),
+      },
     ]);
     // the caller's turn is a turn like any other: functions offered again
     expect(model(h).requests.at(-1)!.functions).toContain('lookup_order');

@@ -1,5 +1,5 @@
 /**
- * Caller input over the model's own reply in a pipeline call (LiveCall.callerInput): a reply cut
+ * Caller input over the model's own reply in a pipeline call (the pipeline backend's afterReply): a reply cut
  * by words or a key press, a reply still being written superseded by a newer turn, and a short
  * answer that cannot cut a written reply waiting until it is over. Whatever happens, the record
  * and the next model request hold what the caller heard of the reply, before the input.

@@ -434,6 +434,21 @@ export interface components {
         };
         /**
          * @example {
+         *       "code": "PROVIDER_AUTH",
+         *       "message": "elevenlabs: HTTP 401: invalid API key",
+         *       "provider": "elevenlabs"
+         *     }
+         */
+        CallError: {
+            /** @description stable code to match on, e.g. PROVIDER_TIMEOUT, TWILIO_REST_ERROR, CALL_INTERNAL_ERROR (docs/errors.md); UNKNOWN for an entry kept before entries had codes */
+            code: string;
+            /** @description what went wrong, for people, e.g. "elevenlabs: HTTP 401 …" (the sentence `errors` held before it had codes) */
+            message: string;
+            /** @description the vendor or carrier that failed (deepgram, openai-tts, twilio, sip, …), when one did */
+            provider?: string;
+        };
+        /**
+         * @example {
          *       "id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
          *       "name": "Front desk",
          *       "is_active": true,
@@ -1142,7 +1157,7 @@ export interface components {
             /** @description assistant-ended-call (end node), call-transferred (transfer node), pipeline-error-<provider> (the model failed) */
             ended_reason: string | null;
             /** @description what went wrong, when the chat ended pipeline-error-<provider> */
-            errors: string[];
+            errors: components["schemas"]["CallError"][];
             /** @description the variables given at the start, as given (substituted into the assistant and workflow: docs/variables.md) */
             variables: {
                 [key: string]: string | number | boolean;
@@ -1272,7 +1287,8 @@ export interface components {
             /** @description ISO 8601 UTC timestamp */
             ended_at: string | null;
             ended_reason: string | null;
-            errors: string[];
+            /** @description what went wrong, in order; ended_reason derives from the entry that ended the call */
+            errors: components["schemas"]["CallError"][];
             /** @description what the assistant's analysis plan extracted once the call ended (also in the end-of-call-report); null when nothing was */
             structured_data: unknown;
             /** @description GET /calls/{id}/recording, once the call ended recorded (its assistant has recording_consent.enabled and not gdpr_mode); the recording itself is kept RECORDING_RETENTION_DAYS. null when the call was not recorded */
@@ -3766,9 +3782,9 @@ export interface operations {
                 type?: "inbound_phone_call" | "outbound_phone_call" | "web_call";
                 assistant_id?: string;
                 number_id?: string;
-                /** @description calls created at or after this time */
+                /** @description calls created at or after this time (0001-01-01T00:00:00Z or later) */
                 since?: string;
-                /** @description calls created before this time */
+                /** @description calls created before this time (0001-01-01T00:00:00Z or later) */
                 until?: string;
             };
             header?: never;

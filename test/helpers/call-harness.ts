@@ -1,19 +1,19 @@
 /**
  * One call in memory, for the fast call tests (test/fast-calls/, docs/testing.md): the record a
  * call service would make (an effective assistant, a validated workflow), an in-memory notifier
- * and store, a silent logger, scripted providers and the call (`LiveCall` or `RealtimeCall`, as
- * the service would pick) on a `MemoryTransport`, with a caller that speaks, makes noise, presses
+ * and store, a silent logger, scripted providers and the call (the controller with the pipeline or
+ * the realtime backend, as the service would pick) on a `MemoryTransport`, with a caller that speaks, makes noise, presses
  * keys and hangs up. Everything runs on fake timers (`useFastCalls()`): `advance(ms)` plays that
  * much of the call, in milliseconds of wall time.
  */
+import type { CallError } from '../../src/errors.js';
 import { afterEach, beforeEach, vi } from 'vitest';
 import { pino } from 'pino';
 import { AssistantCreate, assistantProblems, effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
 import { callStartChecks } from '../../engine/checks.js';
 import { formatZodIssues, validateDefinition } from '../../engine/validate.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
-import { LiveCall } from '../../src/calls/live-call.js';
-import { RealtimeCall } from '../../src/calls/realtime-call.js';
+import { createCall } from '../../src/calls/call.js';
 import type { TurnLatency } from '../../src/calls/latency.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from '../../src/calls/notifier.js';
 import { MemoryCallStore, newCallRecord, type CallRecord, type CallStatus } from '../../src/calls/store.js';
@@ -58,7 +58,7 @@ export class MemoryNotifier implements CallNotifier {
   readonly toolRequests: Array<{ calls: ToolCallRequest[]; url?: string | undefined; nodeId?: string; async?: boolean; at: number }> = [];
   answer: (call: ToolCallRequest, options: { url?: string | undefined; nodeId?: string }) => ToolAnswer = () => ({ error: 'no answer scripted' });
 
-  async statusUpdate(_call: CallRecord, status: CallStatus, extra?: { ended_reason?: string; errors?: string[]; destination?: string }): Promise<void> {
+  async statusUpdate(_call: CallRecord, status: CallStatus, extra?: { ended_reason?: string; errors?: CallError[]; destination?: string }): Promise<void> {
     this.statuses.push({ status, ...(extra ? { extra } : {}), at: performance.now() });
   }
 
@@ -195,7 +195,7 @@ export class CallHarness {
       logger: pino({ level: 'silent' }),
       onTurnLatency: (latency: TurnLatency) => this.latencies.push(latency),
     };
-    this.call = this.assistant.realtime ? new RealtimeCall(record, this.transport, deps) : new LiveCall(record, this.transport, deps);
+    this.call = createCall(record, this.transport, deps);
     this.transport.attach(this.call);
     harnesses.add(this);
   }

@@ -18,6 +18,7 @@ import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from 
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RecordingPruner } from '../../src/recordings/retention.js';
+import { wavHeader } from '../../src/audio/wav.js';
 import { DAY_MS } from '../../src/store/retention.js';
 import {
   parseRecordingsS3Url,
@@ -163,6 +164,35 @@ describe.each(kinds)('the $kind store', ({ kind, make }) => {
     // the in-progress file is gone: renamed into place, or uploaded and deleted
     expect(await gone(upload.path)).toBe(true);
     if (kind === 'local') expect(await readdir(join(dataDir, 'recordings', k.split('/')[0]!))).toEqual([k.split('/')[1]]);
+  });
+
+  it('salvages the recording of a call whose process died: the sizes written from what is there, a torn frame cut', async () => {
+    const k = key();
+    const upload = await store.begin(k);
+    // what a recorder leaves when killed mid-call: its header with no sizes, 1,000 whole stereo frames and half of one
+    const header = wavHeader({ sampleRate: 8000, channels: 2, dataBytes: 0 });
+    const audio = randomBytes(4 * 1000 + 2);
+    await writeFile(upload.path, Buffer.concat([header, audio]));
+    expect(await store.salvage(k)).toBe(true);
+    const stored = await store.open(k);
+    const bytes = await readAll(stored!.stream);
+    expect(bytes.length).toBe(44 + 4000);
+    expect(bytes.subarray(0, 44).equals(wavHeader({ sampleRate: 8000, channels: 2, dataBytes: 4000 }))).toBe(true);
+    expect(bytes.subarray(44).equals(audio.subarray(0, 4000))).toBe(true);
+    expect(await gone(upload.path)).toBe(true);
+    // nothing left to salvage, and a key with no file has none
+    expect(await store.salvage(k)).toBe(false);
+    expect(await store.salvage(key())).toBe(false);
+  });
+
+  it('does not salvage a file that is not a recording (nothing is kept, the file is left as it was)', async () => {
+    const k = key();
+    const upload = await store.begin(k);
+    await writeFile(upload.path, Buffer.from('not a wav file, but longer than a header of forty-four bytes'));
+    expect(await store.salvage(k)).toBe(false);
+    expect(await store.exists(k)).toBe(false);
+    expect((await stat(upload.path)).size).toBe(60);
+    await upload.discard();
   });
 
   it('a discarded upload leaves nothing, and a commit after it is refused', async () => {

@@ -173,6 +173,77 @@ describe('RTP session', () => {
     expect(frames).toHaveLength(1);
   });
 
+  it('a re-INVITE that moves the peer: our audio goes to the new port only, though the old stream goes on 100 ms more', async () => {
+    const { send, settle, frames, rtp, peer: old } = await session();
+    const oldGot: Buffer[] = [];
+    old.on('message', (m) => oldGot.push(m));
+    for (const seq of [1, 2, 3]) await send(packet(seq, 0, frame(1)), old);
+    await settle();
+    rtp.send(frame(0x10)); // latched: to the old port
+    await settle();
+    expect(oldGot).toHaveLength(1);
+
+    const moved = await socket();
+    const newGot: Buffer[] = [];
+    moved.on('message', (m) => newGot.push(m));
+    rtp.retarget({ address: '127.0.0.1', port: (moved.address() as { port: number }).port });
+    // 100 ms of both streams, as a phone's old media stops late: ours goes out every 20 ms
+    const other = (seq: number) => {
+      const b = packet(seq, 0, frame(2));
+      b.writeUInt32BE(0x9999, 8);
+      return b;
+    };
+    for (let i = 0; i < 5; i++) {
+      await send(packet(4 + i, 0, frame(1)), old);
+      await send(other(500 + i), moved);
+      rtp.send(frame(0x20));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    for (let i = 5; i < 10; i++) {
+      await send(other(500 + i), moved);
+      rtp.send(frame(0x20));
+    }
+    await settle();
+    expect(oldGot).toHaveLength(1);
+    expect(newGot.filter((b) => parseRtp(b)?.payload[0] === 0x20)).toHaveLength(10);
+    // what played after the move is the new stream's only; the old one's packets were dropped
+    expect(frames.slice(3).map((f) => f[0])).toEqual(Array(10).fill(2));
+    expect(rtp.stats.wrongSource).toBe(5);
+  });
+
+  it('a re-INVITE back to the address it sends from (a hold taken back) is no move: that stream is heard and latched', async () => {
+    const { send, settle, frames, rtp, peer } = await session();
+    const got: Buffer[] = [];
+    peer.on('message', (m) => got.push(m));
+    await send(packet(1, 0, frame(1)));
+    await settle();
+    rtp.retarget({ address: '0.0.0.0', port: 9 });
+    await send(packet(2, 0, frame(1)));
+    rtp.retarget({ address: '127.0.0.1', port: (peer.address() as { port: number }).port });
+    await send(packet(3, 0, frame(1)));
+    await settle();
+    rtp.send(frame(0x30));
+    await settle();
+    expect(frames).toHaveLength(3);
+    expect(got).toHaveLength(1);
+    expect(rtp.stats.wrongSource).toBe(0);
+  });
+
+  it('the old stream alone for over a second after a move is the peer\'s stream after all: heard again', async () => {
+    const { send, settle, frames, rtp, peer: old } = await session();
+    await send(packet(1, 0, frame(1)), old);
+    await settle();
+    const moved = await socket();
+    rtp.retarget({ address: '127.0.0.1', port: (moved.address() as { port: number }).port });
+    await send(packet(2, 0, frame(1)), old);
+    await settle();
+    expect(frames).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 1_050));
+    for (const seq of [3, 4, 5]) await send(packet(seq, 0, frame(1)), old);
+    await settle();
+    expect(frames).toHaveLength(4);
+  });
+
   it('never throws on garbage; what is not RTP is ignored', async () => {
     const { send, settle, frames } = await session();
     for (const b of [Buffer.alloc(0), Buffer.alloc(5), Buffer.from([0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]), Buffer.alloc(1500, 0xbf)]) await send(b);

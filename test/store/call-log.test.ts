@@ -150,7 +150,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         current_node: 'bye',
         nodes_visited: ['greeting', 'bye'],
         messages: [message('assistant', 'Hello.'), message('user', 'Bye then.', 2.5)],
-        errors: ['something to say'],
+        errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         workflow_note: null,
       });
       const e = callLogEntry(record);
@@ -176,7 +176,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         messages: record.messages,
         nodes_visited: ['greeting', 'bye'],
         current_node: 'bye',
-        errors: ['something to say'],
+        errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         structured_data: null,
         recording_ref: null,
       });
@@ -184,6 +184,15 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       // another organization's call does not exist for it
       expect(await repo.get(otherOrgId, record.id)).toBeNull();
       expect(await repo.get(orgId, randomUUID())).toBeNull();
+    });
+
+    it('a row written before errors had codes (plain strings) reads them as UNKNOWN entries', async () => {
+      const record = callRecord({ organization_id: orgId, status: 'ended', ended_reason: 'pipeline-error-elevenlabs', ended_at: new Date().toISOString() });
+      // as an earlier version wrote the row: errors a JSON array of sentences
+      await repo.upsert({ ...callLogEntry(record), errors: ['elevenlabs: quota exceeded'] as never });
+      const old = [{ code: 'UNKNOWN', message: 'elevenlabs: quota exceeded' }];
+      expect((await repo.get(orgId, record.id))?.errors).toEqual(old);
+      expect((await repo.list(orgId, { limit: 100 })).calls.find((c) => c.id === record.id)?.errors).toEqual(old);
     });
 
     it('the last write wins; structured data, once logged, is kept by writes without it', async () => {
@@ -425,7 +434,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       r.engine = null;
       void calls.save(r);
       // ended records are saved twice at the end (the second after the report): both land, in order
-      r.errors = ['after the report'];
+      r.errors = [{ code: 'CALL_SHUTDOWN', message: 'after the report' }];
       void calls.save(r);
       // the caller may change its record at once: the log has the record as it was saved
       r.ended_reason = 'changed-after-save';
@@ -434,7 +443,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       expect(logged).toMatchObject({
         status: 'ended',
         ended_reason: 'call-transferred',
-        errors: ['after the report'],
+        errors: [{ code: 'CALL_SHUTDOWN', message: 'after the report' }],
         current_node: 'bye',
         nodes_visited: ['greeting', 'bye'],
         definition_hash: hashDefinition(definition),

@@ -70,6 +70,23 @@ describe('recordJson', () => {
 });
 
 describe.each(stores)('call records (%s)', (_name, make) => {
+  it('a session saved before errors had codes (plain strings) reads them as UNKNOWN entries; new entries as they are', async () => {
+    const store = make();
+    try {
+      // as a live call's session written by an earlier version sits in Redis
+      const record = callRecord({ organization_id: randomUUID(), errors: ['elevenlabs: quota exceeded', { code: 'PROVIDER_AUTH', message: 'deepgram: invalid API key', provider: 'deepgram' }] as never });
+      await store.create(record);
+      const expected = [
+        { code: 'UNKNOWN', message: 'elevenlabs: quota exceeded' },
+        { code: 'PROVIDER_AUTH', message: 'deepgram: invalid API key', provider: 'deepgram' },
+      ];
+      expect((await store.get(record.id))?.errors).toEqual(expected);
+      expect((await store.list(record.organization_id, 10)).map((r) => r.errors)).toEqual([expected]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('save copies the record before it returns, and saves made in a row land in that order', async () => {
     const store = make();
     try {

@@ -144,7 +144,7 @@ describe('end-of-call-report (DECISIONS 7)', () => {
       {
         ...reportInput,
         ended_reason: 'rejected-at-start',
-        errors: ['nodes[1].llm_config: per-node model overrides are not possible with a realtime assistant'],
+        errors: [{ code: 'CALL_REJECTED_REALTIME_OVERRIDE', message: 'nodes[1].llm_config: per-node model overrides are not possible with a realtime assistant' }],
         started_at: null,
         messages: [],
         nodes_visited: [],
@@ -156,7 +156,7 @@ describe('end-of-call-report (DECISIONS 7)', () => {
     );
     expect(message).toMatchObject({
       ended_reason: 'rejected-at-start',
-      errors: ['nodes[1].llm_config: per-node model overrides are not possible with a realtime assistant'],
+      errors: [{ code: 'CALL_REJECTED_REALTIME_OVERRIDE', message: 'nodes[1].llm_config: per-node model overrides are not possible with a realtime assistant' }],
       started_at: null,
       duration_seconds: 0,
       workflow_id: null,

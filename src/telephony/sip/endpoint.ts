@@ -50,6 +50,14 @@ const MAX_TCP_CONNECTIONS = 1_000;
 const MAX_TCP_PER_ADDRESS = 64;
 /** A TCP connection with no traffic and no live dialog is closed after this long. */
 const TCP_IDLE_MS = 60_000;
+/**
+ * Copies of a failure (300–699) to an INVITE over UDP after the first, at T1 and 3×T1, while no
+ * ACK comes. RFC 3261 §17.2.1 (timer G) sends it until the ACK or timer H (64×T1, 11 copies);
+ * a real peer ACKs the first copy it gets, so the copies only cover loss, and three in all do.
+ * More is a reflection toward a spoofed source (a 401 to an INVITE nobody sent). 2xx copies are
+ * the dialog's (§13.3.1.4) and go on until the ACK.
+ */
+const MAX_FAILURE_COPIES = 2;
 /** An INVITE that rang (a provisional answer) and then got no final answer for this long ends as timed out. */
 const PROCEEDING_LIMIT_MS = 5 * 60_000;
 
@@ -119,8 +127,9 @@ export class ServerTransaction {
     if (this.isInvite) {
       if (this.remote.protocol === 'UDP') {
         let interval = t.t1Ms;
+        let copies = response.status < 300 ? Infinity : MAX_FAILURE_COPIES;
         const again = () => {
-          if (this.acked || this.done) return;
+          if (this.acked || this.done || copies-- <= 0) return;
           this.endpoint.send(response, this.remote);
           interval = Math.min(interval * 2, t.t2Ms);
           this.timer = this.endpoint.schedule(again, interval);
@@ -286,7 +295,7 @@ export class SipEndpoint {
       }
     });
     // an idle connection goes, unless a live call's dialog rides on it (SIP is silent mid-call);
-    // a request of ours after it went connects to the peer's Contact (SipTelephony.targetOf)
+    // a request of ours after it went connects to the peer's Contact (`Dialogs.targetOf`, dialogs.ts)
     socket.setTimeout(TCP_IDLE_MS, () => {
       if (!this.o.inUse?.(remote)) socket.destroy();
     });

@@ -209,6 +209,11 @@ const JITTER_DEPTH = 3;
 const MAX_JUMP = 100;
 /** A sequence number used by something that plays nothing (a key press, comfort noise). */
 const NOTHING = Buffer.alloc(0);
+/**
+ * After a re-INVITE moved the peer's media, its old stream is ignored; should nothing else come
+ * within this long, the old source is the peer's stream after all (it moved only where it listens).
+ */
+const OLD_STREAM_MS = 1_000;
 
 /** RFC 1918, CGNAT (100.64/10), link-local and IPv6 unique-local addresses. */
 export function isPrivateAddress(address: string): boolean {
@@ -240,6 +245,8 @@ export class RtpSession {
   private readonly natPeer: boolean;
   /** The SSRC of the stream being played. */
   private ssrcIn: number | null = null;
+  /** Where the peer's stream came from before a re-INVITE moved it: not heard, never latched (until `until`). */
+  private oldSource: { address: string; port: number; until: number } | null = null;
 
   constructor(private readonly o: RtpSessionOptions) {
     this.target = { ...o.remote };
@@ -256,10 +263,27 @@ export class RtpSession {
     return this.o.port;
   }
 
-  /** The peer moved its media (a re-INVITE). */
+  /**
+   * The peer moved its media (a re-INVITE): we send to the new address at once, and latch once
+   * on the new stream. The old stream, which may go on a while (packets in flight, a phone that
+   * stops it late), is ignored: were it to latch again, the rest of the call would go to the old port.
+   */
   retarget(remote: { address: string; port: number }): void {
+    const old = this.latched ? { address: this.target.address.replace(/^::ffff:/, ''), port: this.target.port } : null;
+    // a hold (0.0.0.0) moves nothing to listen to, and a return to the same address is no move
+    const moved = !!old && remote.address !== '0.0.0.0' && (old.address !== remote.address || old.port !== remote.port);
+    this.oldSource = moved ? { ...old, until: performance.now() + OLD_STREAM_MS } : null;
     this.target = { ...remote };
     this.latched = false;
+  }
+
+  /** A packet of the stream a re-INVITE moved away from: dropped (see `retarget`). */
+  private fromOldStream(address: string, port: number): boolean {
+    const old = this.oldSource;
+    if (!old || old.address !== address || old.port !== port) return false;
+    if (this.latched || performance.now() < old.until) return true;
+    this.oldSource = null;
+    return false;
   }
 
   private fromPeer(address: string): boolean {
@@ -273,7 +297,7 @@ export class RtpSession {
 
   private receive(data: Buffer, rinfo: dgram.RemoteInfo): void {
     if (this.closed) return;
-    if (!this.fromPeer(rinfo.address)) {
+    if (!this.fromPeer(rinfo.address) || this.fromOldStream(rinfo.address.replace(/^::ffff:/, ''), rinfo.port)) {
       this.stats.wrongSource++;
       return;
     }

@@ -1,5 +1,6 @@
 /** Twilio's REST API, as far as calls need it: place a call, transfer, hang up, cancel. */
 import { request } from 'undici';
+import { ErrorCodes, SwitchboardError } from '../../../engine/errors.js';
 import { dialTwiml } from './twiml.js';
 
 export interface TwilioCredentials {
@@ -7,16 +8,16 @@ export interface TwilioCredentials {
   auth_token: string;
 }
 
-export class TwilioRestError extends Error {
+export class TwilioRestError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.TWILIO_REST_ERROR] as const;
   override name = 'TwilioRestError';
-  readonly code = 'TWILIO_REST_ERROR';
-  /** For `ended_reason` `pipeline-error-twilio`. */
+  /** The carrier, for `ended_reason` `pipeline-error-twilio`. */
   readonly provider = 'twilio';
   constructor(
     message: string,
     readonly status?: number,
   ) {
-    super(message);
+    super(ErrorCodes.TWILIO_REST_ERROR, message);
   }
 }
 

@@ -20,6 +20,7 @@ import { clearMessage, markMessage, mediaAudio, mediaSender, parseTwilioMessage 
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
 import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
+import { callError, ErrorCodes, type CallError } from '../../errors.js';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
 /**
@@ -225,11 +226,11 @@ export class TwilioTelephony implements OutboundCarrier {
     const { record } = verified;
     const status = formValue(params, 'CallStatus');
     this.log.debug({ callId: record.id, twilioStatus: status }, 'Twilio status callback');
-    const errors: string[] = [];
+    const errors: CallError[] = [];
     const sipCode = formValue(params, 'SipResponseCode');
     const errorCode = params.ErrorCode;
     const code = typeof errorCode === 'string' ? errorCode : sipCode ? `SIP ${sipCode}` : '';
-    if (status === 'failed') errors.push(`twilio: the call failed${code ? ` (${code})` : ''}`);
+    if (status === 'failed') errors.push(callError(ErrorCodes.DIAL_FAILED, `twilio: the call failed${code ? ` (${code})` : ''}`, 'twilio'));
     switch (status) {
       case 'completed':
       case 'busy':

@@ -14,7 +14,9 @@ import type { CallRecord } from '../../calls/store.js';
 import type { CallObservation, CallTransport } from '../../calls/transport.js';
 import { callRunner, PendingMarks, socketMonitor, type StreamWatcher } from '../liveness.js';
 import { refuseUpgrade } from '../upgrades.js';
+import { AudioBudget, CLOSE_REASON, DROPPED_MESSAGE } from './audio-budget.js';
 import { checkAudio, MAX_MESSAGE_BYTES, observationMessage, parseBrowserMessage, WEB_SAMPLE_RATE } from './protocol.js';
+import { callError, ErrorCodes } from '../../errors.js';
 
 export const WEB_STREAM_PATH = '/calls/web/stream';
 /** `<call id>.<secret>`, as `CallService.openWeb` makes it. */
@@ -67,7 +69,7 @@ export class WebTelephony {
       // nothing of it may reach the process: the socket goes, and the call (if it started) ends
       this.log.error({ err, callId }, 'web-call stream: opening it failed');
       socket.destroy();
-      void this.o.calls.endUnanswered(callId, 'customer-ended-call', ['switchboard: the stream could not be opened']);
+      void this.o.calls.endUnanswered(callId, 'customer-ended-call', [callError(ErrorCodes.CALL_STREAM_LOST, 'switchboard: the stream could not be opened')]);
       this.o.calls.liveCall(callId)?.fail(err, 'web stream open');
     });
   }
@@ -86,7 +88,7 @@ export class WebTelephony {
     if (socket.destroyed) {
       // the browser left while its token was checked: the call never started, and ends now
       this.log.info({ callId }, 'the browser left before its web-call stream opened');
-      await this.o.calls.endUnanswered(callId, 'customer-ended-call', ['the browser left before its stream opened']);
+      await this.o.calls.endUnanswered(callId, 'customer-ended-call', [callError(ErrorCodes.CALL_CANCELED, 'the browser left before its stream opened')]);
       return;
     }
     const link = new BrowserLink();
@@ -137,10 +139,17 @@ export class WebTelephony {
     const tell = (reason: string) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: 'error', message: reason }));
     };
+    const budget = new AudioBudget(() => performance.now());
     const received = (buffer: Buffer, isBinary: boolean) => {
       if (isBinary) {
         const wrong = checkAudio(buffer);
         if (wrong) return tell(wrong);
+        const verdict = budget.frame(buffer.length);
+        if (verdict === 'close') {
+          this.log.warn({ callId, remote }, 'web-call stream closed: audio far faster than real time');
+          return ws.close(1008, CLOSE_REASON);
+        }
+        if (verdict === 'drop') return budget.tellNow() ? tell(DROPPED_MESSAGE) : undefined;
         monitor.media();
         return toCall.audio(buffer);
       }
