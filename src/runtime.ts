@@ -253,6 +253,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
       rtpPortMin: o.config.RTP_PORT_MIN,
       rtpPortMax: o.config.RTP_PORT_MAX,
       ...(o.sip.timers ? { timers: o.sip.timers } : {}),
+      onUnavailable: () => metrics.callRefusedUnavailable('sip'),
     });
     try {
       await sip.start();

@@ -3,16 +3,17 @@
  * error is not a defect: the API answers 503 with `Retry-After`, a carrier's call is refused
  * before pickup, and the writes a call cannot lose go to the outbox (src/store/outbox.ts).
  */
+import { ErrorCodes, SwitchboardError } from '../errors.js';
 
 /** Thrown where a caller must know that nothing was done because a store is down. */
-export class UnavailableError extends Error {
+export class UnavailableError extends SwitchboardError {
+  static override readonly codes = [ErrorCodes.STORE_UNAVAILABLE] as const;
   override name = 'UnavailableError';
-  readonly code = 'UNAVAILABLE';
   constructor(
     readonly what: 'database' | 'redis',
     override readonly cause?: unknown,
   ) {
-    super(`the ${what === 'database' ? 'database' : 'queue (Redis)'} is not reachable`);
+    super(ErrorCodes.STORE_UNAVAILABLE, `the ${what === 'database' ? 'database' : 'queue (Redis)'} is not reachable`);
   }
 }
 

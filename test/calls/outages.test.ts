@@ -12,6 +12,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebCaller } from '../../src/sim/web-caller.js';
+import { SipCaller, SipSignalling } from '../../src/sim/sip-caller.js';
+import { header } from '../../src/telephony/sip/message.js';
 import { openDb } from '../../src/store/db.js';
 import { createStore } from '../../src/store/index.js';
 import { NotificationRepository } from '../../src/store/notifications.js';
@@ -51,7 +53,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   });
 
-  async function setUp(options: { proxy?: boolean; sweep?: { everyMs?: number; minAgeMs?: number } } = {}) {
+  async function setUp(options: { proxy?: boolean; sip?: boolean; sweep?: { everyMs?: number; minAgeMs?: number } } = {}) {
     const redis: PrivateRedis = await startPrivateRedis();
     cleanups.push(() => redis.stop());
     let proxy: TcpProxy | null = null;
@@ -66,7 +68,7 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     const db: TestDb = await createPostgresDb(base, 'sb_outage');
     const server = await startCallingServer(
       { REDIS_URL: redis.url },
-      { reconciler: { graceMs: 500, everyMs: 250, firstRunAfterMs: 250 }, outbox: { flushEveryMs: 100 }, ...(options.sweep ? { sweep: options.sweep } : {}) },
+      { reconciler: { graceMs: 500, everyMs: 250, firstRunAfterMs: 250 }, outbox: { flushEveryMs: 100 }, ...(options.sweep ? { sweep: options.sweep } : {}), ...(options.sip ? { sip: { port: 0 } } : {}) },
       {},
       db,
     );
@@ -122,9 +124,13 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
   });
 
   it('a call that ends while PostgreSQL is down is in the log, with its ended and report, once it is back; new calls are refused meanwhile', async () => {
-    const { proxy, server } = await setUp({ proxy: true });
+    const { proxy, server } = await setUp({ proxy: true, sip: true });
     const assistantId = await server.createAssistant();
     const { number } = await server.setUpNumber();
+    const { number: sipNumber } = await server.setUpNumber({ provider: 'sip' });
+    expect((await server.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } })).status).toBe(200);
+    const signalling = await SipSignalling.open();
+    cleanups.push(async () => signalling.close());
     const browser = new WebCaller({ baseUrl: server.baseUrl, apiKey: server.key });
     cleanups.push(() => browser.close());
     const callId = await browser.start({ assistant_id: assistantId });
@@ -145,6 +151,12 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
     const outcome = await phone.dial();
     expect(outcome.kind).not.toBe('connected');
     expect(phone.twiml).toContain('<Reject');
+    // and a SIP trunk's INVITE gets 503 with Retry-After (never a 500)
+    const trunk = new SipCaller({ port: server.runtime.sip!.port, to: sipNumber, from: '+15005550190', signalling });
+    const refused = await trunk.dial();
+    expect(refused).toMatchObject({ kind: 'refused', status: 503 });
+    expect(header(trunk.final!, 'retry-after')).toBe('5');
+    expect(await metric(server, 'switchboard_calls_refused_unavailable_total')).toBeGreaterThanOrEqual(2);
     expect(await metric(server, 'switchboard_outbox_pending')).toBeGreaterThan(0);
 
     await proxy!.restore();

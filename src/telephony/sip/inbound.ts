@@ -8,6 +8,7 @@
 import type { Logger } from 'pino';
 import type { CallService } from '../../calls/service.js';
 import type { Store } from '../../store/index.js';
+import { isOutage, RETRY_AFTER_SECONDS } from '../../store/outage.js';
 import { addressAllowed } from './addresses.js';
 import { challenge, verifyDigest } from './digest.js';
 import { ALLOW, releaseSockets, type Dialogs } from './dialogs.js';
@@ -39,6 +40,8 @@ export interface InboundInvitesOptions {
   log: Logger;
   /** Where RTP ports are bound. */
   host: string;
+  /** A call refused before pickup because the database or Redis did not answer (for /metrics). */
+  onUnavailable?(): void;
 }
 
 export class InboundInvites {
@@ -54,8 +57,11 @@ export class InboundInvites {
     guard.enter(remote.address);
     void this.invite(req, remote, tx)
       .catch((err: unknown) => {
+        if (tx.last && tx.last.status >= 200) return this.o.log.error({ err }, 'INVITE handling failed after its answer');
+        // a store that does not answer refuses the call before pickup; the trunk may try again
+        if (isOutage(err)) return this.unavailable(tx, remote, err);
         this.o.log.error({ err }, 'INVITE handling failed');
-        if (!tx.last || tx.last.status < 200) tx.respond(500, 'Server Internal Error');
+        tx.respond(500, 'Server Internal Error');
       })
       .finally(() => guard.leave(remote.address));
   }
@@ -65,6 +71,13 @@ export class InboundInvites {
     if (why === 'number' || why === 'source' || why === 'credentials') this.o.guard.noteRefusal(remote.address);
     this.o.log.warn({ remote: remoteKey(remote), status, why, to: header(tx.request, 'to') }, 'INVITE refused');
     tx.respond(status, reason, randomToken(), extra);
+  }
+
+  /** DECISIONS 22: while the database or Redis does not answer, a call is refused before pickup. */
+  private unavailable(tx: ServerTransaction, remote: Remote, err?: unknown): void {
+    if (err) this.o.log.warn({ err }, 'call refused before pickup: the database or Redis does not answer');
+    this.o.onUnavailable?.();
+    this.refuse(tx, 503, 'Service Unavailable', 'unavailable', remote, [['retry-after', String(RETRY_AFTER_SECONDS)]]);
   }
 
   /** A new call from a trunk. */
@@ -106,7 +119,7 @@ export class InboundInvites {
     const fromUri = from ? parseUri(from.uri) : null;
     const sipCallId = header(req, 'call-id')!;
     const fromTag = tagOf(header(req, 'from'));
-    const outcome = await calls.openInbound({
+    const outcome = await calls.openInboundUnlessDown({
       number,
       account,
       customerNumber: fromUri ? (calledNumber(fromUri.user) ?? fromUri.user) : '',
@@ -115,6 +128,8 @@ export class InboundInvites {
       transportKey: `sip:${sipCallId}:${fromTag}`,
     });
     switch (outcome.kind) {
+      case 'unavailable':
+        return this.unavailable(tx, remote);
       case 'busy':
         return this.refuse(tx, 486, 'Busy Here', 'busy', remote);
       case 'replay':

@@ -40,6 +40,8 @@ export interface SipTelephonyOptions {
   rtpPortMin: number;
   rtpPortMax: number;
   timers?: Partial<SipTimers>;
+  /** A call refused before pickup because the database or Redis did not answer (for /metrics). */
+  onUnavailable?(): void;
 }
 
 export class SipTelephony implements OutboundCarrier {
@@ -78,7 +80,7 @@ export class SipTelephony implements OutboundCarrier {
         sipTransport(dialog, record, { dialogs: this.dialogs, store: o.store, watcher: o.watcher, liveness: o.liveness, publicAddress: endpoint.publicAddress, log }),
     });
     const guard = new TrunkGuard(log);
-    this.inbound = new InboundInvites({ calls: o.calls, store: o.store, dialogs: this.dialogs, guard, ports, metrics, log, host: o.host });
+    this.inbound = new InboundInvites({ calls: o.calls, store: o.store, dialogs: this.dialogs, guard, ports, metrics, log, host: o.host, ...(o.onUnavailable ? { onUnavailable: o.onUnavailable } : {}) });
     this.dialler = new SipDialler({ endpoint, dialogs: this.dialogs, ports, calls: o.calls, log, host: o.host, outboundCalls: () => this.outboundCalls() });
   }
 
