@@ -17,6 +17,7 @@ import type { PhoneNumber } from '../store/numbers.js';
 import type { AccountSettings } from '../store/account.js';
 import type { Providers } from '../providers/types.js';
 import { createCall, type CallDeps, type CallMedia } from './call.js';
+import { keepLostRecording } from '../recordings/lost.js';
 import type { ActiveCall } from './active-call.js';
 import type { CallNotifier } from './notifier.js';
 import { forgetConversation, newCallRecord, transition, type CallRecord, type CallStore } from './store.js';
@@ -543,6 +544,7 @@ export class CallService {
           ? callError(ErrorCodes.CALL_STREAM_LOST, 'the media stream never connected')
           : callError(ErrorCodes.CALL_WORKER_LOST, `the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`),
       );
+      if (!neverConnected) await keepLostRecording(this.o.media, claimed, this.log);
       await this.o.calls.save(claimed);
       await this.o.notifier.statusUpdate(claimed, 'ended', { ended_reason: reason });
       await this.o.notifier.endOfCallReport(claimed);

@@ -17,6 +17,8 @@ import type { Store } from '../store/index.js';
 import { isOutage } from '../store/outage.js';
 import { callError, ErrorCodes } from '../errors.js';
 import { recordFromLog } from './call-log.js';
+import type { CallMedia } from './call-audio.js';
+import { keepLostRecording } from '../recordings/lost.js';
 import type { CallNotifier } from './notifier.js';
 import type { CallRecord, CallStore } from './store.js';
 
@@ -37,6 +39,8 @@ export interface CallSweeperOptions {
   onSwept?(record: CallRecord): void;
   onCallEnded?(record: CallRecord): void;
   onLostQueued?(logged: LoggedCall): Promise<void>;
+  /** Recordings: a worker-lost call keeps what its recorder wrote, when the file is here. */
+  media?: CallMedia;
 }
 
 export class CallSweeper {
@@ -135,6 +139,10 @@ export class CallSweeper {
     if (record.assistant_id) {
       const assistant = await this.o.store.assistants.get(record.organization_id, record.assistant_id).catch(() => null);
       if (assistant) record.assistant = effectiveAssistant(assistant.fields) as unknown as Record<string, unknown>;
+    }
+    if (!neverConnected) {
+      await keepLostRecording(this.o.media, record, this.o.log);
+      if (record.recording_url) await this.o.store.calls.noteRecording(record.id, record.recording_url).catch((err: unknown) => this.o.log.warn({ err, callId: record.id }, 'could not note the kept recording in the call log'));
     }
     this.o.log.warn({ callId: record.id, endedReason: reason, status: logged.status }, 'ended a call left unfinished with no live session anywhere');
     this.o.onSwept?.(record);

@@ -341,6 +341,11 @@ export class CallLogRepository {
     return rows.length > 0;
   }
 
+  /** A recording kept after the call's row was ended (a worker-lost call's, src/recordings/lost.ts). */
+  async noteRecording(id: string, recordingUrl: string): Promise<void> {
+    await this.db.query(`UPDATE calls SET recording_ref = $2, updated_at = now() WHERE id = $1`, [id, recordingUrl]);
+  }
+
   /** Calls created more than `retentionDays` whole days ago are deleted (0: none). */
   prune(retentionDays: number, options: { now?: number; batchSize?: number; shouldStop?: () => boolean } = {}): Promise<number> {
     if (!Number.isInteger(retentionDays) || retentionDays < 0) {

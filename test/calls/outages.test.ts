@@ -5,10 +5,10 @@
  * server itself is never touched). Needs redis-server and PostgreSQL on 127.0.0.1:5432 (or
  * DATABASE_URL); skipped without them.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebCaller } from '../../src/sim/web-caller.js';
@@ -17,7 +17,9 @@ import { header } from '../../src/telephony/sip/message.js';
 import { openDb } from '../../src/store/db.js';
 import { createStore } from '../../src/store/index.js';
 import { NotificationRepository } from '../../src/store/notifications.js';
-import { eventually, receivedMessages, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
+import { AssistantCreate, type AssistantFields } from '../../engine/assistant.js';
+import { wavHeader } from '../../src/audio/wav.js';
 import { createPostgresDb, type TestDb } from '../helpers/db.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startPrivateRedis, startTcpProxy, type PrivateRedis, type TcpProxy } from '../helpers/outages.js';
@@ -286,17 +288,25 @@ describe.skipIf(!ready)('outages (private Redis, PostgreSQL behind a proxy the t
 });
 
 describe('the embedded default, restarted', () => {
-  it('a call left in progress by a process that stopped is ended worker-lost, with its report, at the next start', { timeout: 90_000 }, async () => {
+  it('a call left in progress by a process that stopped is ended worker-lost, with its report and the recording it had written, at the next start', { timeout: 90_000 }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'sb-sweep-'));
     const receiver = await startReceiver();
     try {
       // what a process that died mid-call leaves: the log says in progress, nothing else knows the call
       const before = await openDb({ dataDir: path.join(dir, 'db') });
       const store = createStore(before);
-      const { organization } = await store.keys.createKey('Swept');
+      const { organization, key } = await store.keys.createKey('Swept');
       await store.account.update(organization.id, { webhook: { url: receiver.url, secret: null, events: ['status-update', 'end-of-call-report'] } });
+      const assistant = await store.assistants.create(
+        organization.id,
+        AssistantCreate.parse(sandboxAssistant({ recording_consent: { enabled: true, message: 'This call is recorded.' } })) as AssistantFields,
+      );
       const callId = randomUUID();
       const startedAt = new Date(Date.now() - 10 * 60_000).toISOString();
+      // and what its recorder had written: the header with no sizes yet, 1 s of stereo audio and a torn frame
+      const audio = randomBytes(32_000 + 2);
+      mkdirSync(path.join(dir, 'recordings', organization.id), { recursive: true });
+      writeFileSync(path.join(dir, 'recordings', organization.id, `${callId}.wav.part`), Buffer.concat([wavHeader({ sampleRate: 8000, channels: 2, dataBytes: 0 }), audio]));
       await store.calls.upsert({
         id: callId,
         organization_id: organization.id,
@@ -307,7 +317,7 @@ describe('the embedded default, restarted', () => {
         phone_number: null,
         customer: null,
         answered_by: null,
-        assistant_id: null,
+        assistant_id: assistant.id,
         workflow_id: null,
         definition_hash: null,
         workflow_note: null,
@@ -337,6 +347,14 @@ describe('the embedded default, restarted', () => {
         const report = receivedMessages(receiver, 'end-of-call-report').find((m) => m.call.id === callId);
         expect(report).toMatchObject({ ended_reason: 'worker-lost', transcript: expect.stringContaining('Hello there.') });
         expect(await metric(server, 'switchboard_calls_swept_total')).toBe(1);
+        // the recording is kept with its sizes written and the torn frame cut, and served
+        expect(report.recording_url).toMatch(new RegExp(`/calls/${callId}/recording$`));
+        const served = await server.app.inject({ method: 'GET', url: `/calls/${callId}/recording`, headers: { authorization: `Bearer ${key}` } });
+        expect(served.statusCode).toBe(200);
+        expect(served.rawPayload.length).toBe(44 + 32_000);
+        expect(served.rawPayload.subarray(44).equals(audio.subarray(0, 32_000))).toBe(true);
+        const call = await server.app.inject({ method: 'GET', url: `/calls/${callId}`, headers: { authorization: `Bearer ${key}` } });
+        expect(call.json().call.recording_url).toBe(report.recording_url);
       } finally {
         await server.close();
       }
