@@ -3,6 +3,7 @@
  * saved state, the transcript, its heartbeat). In Redis when REDIS_URL is set, so that any
  * process can read them and finalize a call whose process died; in process otherwise.
  */
+import { toWellFormed } from '../../engine/text.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { readCallErrors, type CallError } from '../errors.js';
@@ -215,11 +216,22 @@ function kept(record: CallRecord): CallRecord {
 /** The JSON of the parts a call never changes once it has them, by object: made once a call. */
 const fixedJson = new WeakMap<object, string>();
 
+/**
+ * `JSON.stringify`, with any unpaired UTF-16 surrogate (which it writes as a `\udXXX` escape, and
+ * Redis's cjson cannot read back) made U+FFFD: a record that holds one can still be moved.
+ */
+function storableJson(value: unknown): string {
+  const json = JSON.stringify(value);
+  return LONE_SURROGATE_ESCAPE.test(json) ? JSON.stringify(value, (_key, v: unknown) => (typeof v === 'string' ? toWellFormed(v) : v)) : json;
+}
+/** Only an unpaired surrogate is escaped so by `JSON.stringify` (a pair is written as is). */
+const LONE_SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
 function fixedPart(value: Record<string, unknown> | null | undefined): string {
   if (value === null || typeof value !== 'object') return 'null';
   let json = fixedJson.get(value);
   if (json === undefined) {
-    json = JSON.stringify(value);
+    json = storableJson(value);
     fixedJson.set(value, json);
   }
   return json;
@@ -233,7 +245,7 @@ function fixedPart(value: Record<string, unknown> | null | undefined): string {
  */
 export function recordJson(record: CallRecord): string {
   const { assistant, definition } = record;
-  const rest = JSON.stringify({ ...record, assistant: undefined, definition: undefined });
+  const rest = storableJson({ ...record, assistant: undefined, definition: undefined });
   return `${rest.slice(0, -1)},"assistant":${fixedPart(assistant)},"definition":${fixedPart(definition)}}`;
 }
 

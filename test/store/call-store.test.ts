@@ -87,6 +87,22 @@ describe.each(stores)('call records (%s)', (_name, make) => {
     }
   });
 
+  it('a record holding an unpaired surrogate moves from one status to the next (it is kept as U+FFFD)', async () => {
+    const store = make();
+    try {
+      const record = callRecord({ organization_id: randomUUID(), status: 'queued', customer: { number: '+15005550006', name: 'Mon\udc00 \ud800ami 😀' } });
+      await store.create(record);
+      const moved = await transition(store, record.id, (r) => {
+        r.status = 'ringing';
+        return true;
+      });
+      expect(moved?.status).toBe('ringing');
+      expect((await store.get(record.id))?.customer?.name).toBe('Mon\ufffd \ufffdami 😀');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('save copies the record before it returns, and saves made in a row land in that order', async () => {
     const store = make();
     try {
