@@ -3,15 +3,17 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Whole calls over real sockets whose assertions do not time the media (webhooks, e-mails, the
- * call log, the API and CLI around calls, restarts): they mostly wait on real time, so two run
- * side by side (`calls-parallel`). The rest of test/calls measures pacing, gaps or turn-taking
- * and runs one file at a time (`calls`), after them.
+ * call log, the API and CLI around calls, restarts, isolation, tools, the vendors' wires, web
+ * calls): they mostly wait on real time, so two run side by side (`calls-parallel`). The rest of
+ * test/calls measures pacing, gaps or turn-taking (and the SIP phones and Chromium) and runs one
+ * file at a time (`calls`), after them.
  */
 const CALLS_PARALLEL = [
   'test/calls/call-cli.test.ts',
   'test/calls/call-log.test.ts',
   'test/calls/emails.test.ts',
   'test/calls/gdpr.test.ts',
+  'test/calls/isolation.test.ts',
   'test/calls/latency.test.ts',
   'test/calls/media.test.ts',
   'test/calls/outbound.test.ts',
@@ -19,7 +21,10 @@ const CALLS_PARALLEL = [
   'test/calls/provider-keys.test.ts',
   'test/calls/resilience.test.ts',
   'test/calls/start.test.ts',
+  'test/calls/tools-transfer.test.ts',
+  'test/calls/vendors.test.ts',
   'test/calls/web-call-stream.test.ts',
+  'test/calls/web-call.test.ts',
 ];
 
 /** vitest's default is one worker fewer than the cores: one on a 2-core machine, which made the unit project run a file at a time. */

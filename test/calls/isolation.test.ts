@@ -31,8 +31,12 @@ let unreachable: string;
 beforeAll(async () => {
   // nothing listens there: every connection to the "vendor" is refused
   unreachable = `http://127.0.0.1:${REFUSED_PORT}`;
-  // pings every second: a far end that stops answering them is found in two
-  s = await startCallingServer({ OPENAI_API_BASE: unreachable, OPENAI_API_KEY: 'sk-test' }, { mediaLiveness: { pingMs: 1_000 } });
+  // pings every second: a far end that stops answering them is found in two; no media for 2 s,
+  // or a mark 1 s overdue, is found as soon (the defaults, 5 s and 3 s, only make the wait longer)
+  s = await startCallingServer(
+    { OPENAI_API_BASE: unreachable, OPENAI_API_KEY: 'sk-test' },
+    { mediaLiveness: { pingMs: 1_000, idleMs: 2_000, markGraceMs: 1_000, checkMs: 100 } },
+  );
 }, 120_000);
 afterAll(async () => {
   await s?.close();
