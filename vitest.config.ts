@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 /**
  * Whole calls over real sockets whose assertions do not time the media (webhooks, e-mails, the
  * call log, the API and CLI around calls, restarts, isolation, tools, the vendors' wires, web
- * calls): they mostly wait on real time, so two run side by side (`calls-parallel`). The rest of
+ * calls): they mostly wait on real time, so three run side by side (`calls-parallel`). The rest of
  * test/calls measures pacing, gaps or turn-taking (and the SIP phones and Chromium) and runs one
  * file at a time (`calls`), after them.
  */
@@ -32,8 +32,8 @@ const WORKERS = Math.max(2, availableParallelism() - 1);
 
 /**
  * Three projects, run in this order (`sequence.groupOrder`): `unit` (engine, API, store,
- * providers, webhooks, the fast calls…) with files in parallel; `calls-parallel`, two files at a
- * time; `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
+ * providers, webhooks, the fast calls…) with files in parallel; `calls-parallel`, three files at
+ * a time; `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
  * turn-taking is timed), one file at a time so that CPU-heavy suites next to them cannot skew
  * what they measure. `npm test` runs `unit`, then `calls*` (docs/testing.md).
  */
@@ -55,7 +55,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 2, sequence: { groupOrder: 1 } },
+        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, sequence: { groupOrder: 1 } },
       },
       {
         extends: true,

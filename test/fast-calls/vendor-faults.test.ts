@@ -132,5 +132,14 @@ describe.each(VENDORS)('$name failing mid-call, a healthy call beside', (vendor)
       ['assistant', 'Question 2 please.'],
     ]);
     expect(gapsInsideLines(healthy)).toEqual([]);
+
+    // afterwards, a new call to the same vendor is taken and carried through
+    const next = callHarness({ kind: vendor.kind, assistant: { ...vendor.assistant, first_message: GREETING } });
+    await next.start();
+    await next.until('the new greeting', () => next.heard().includes(GREETING));
+    await next.caller.say('Question 3 please.');
+    await next.until('the reply to question 3', () => next.heard().some((t) => t.includes('Question 3')), 10_000);
+    next.caller.hangUp();
+    expect((await next.untilEnded(5_000)).ended_reason).toBe('customer-ended-call');
   });
 });
