@@ -348,13 +348,19 @@ describe.runIf(hasRedis)('BullMQ dialer: jobs queued without a place (by an earl
   });
 });
 
+// one in-memory database for the two cases below (each opening one spent seconds on migrations)
+let memoryDb: ReturnType<typeof openDb> | null = null;
+const sharedMemoryDb = () => (memoryDb ??= openDb({ dataDir: null }));
+afterAll(async () => {
+  await (await memoryDb)?.close();
+});
+
 describe('createDialer', () => {
   it('is BullMQ with a Redis URL, in process without', async () => {
-    const db = await openDb({ dataDir: null });
+    const db = await sharedMemoryDb();
     const inProcess: Dialer = createDialer({ db, logger: silent });
     expect(inProcess).toBeInstanceOf(InProcessDialer);
     await inProcess.close();
-    await db.close();
     expect(() => createDialer({ logger: silent })).toThrow(/needs a database/);
     if (hasRedis) {
       const d = createDialer({ redisUrl: REDIS_URL, logger: silent, queueName: `dialer-${randomUUID()}`, prefix: 'sbtest' });
@@ -367,7 +373,7 @@ describe('createDialer', () => {
 
 describe('in-process dialer on a fake clock', () => {
   it('cps 0.5 dials exactly 2 s apart, a full org waits for a release, and close leaves no timer', async () => {
-    const db = await openDb({ dataDir: null });
+    const db = await sharedMemoryDb();
     const clock = new ManualClock();
     const org = await insertOrganization(db);
     const dialer = new InProcessDialer({ db, logger: silent, clock });
@@ -411,6 +417,5 @@ describe('in-process dialer on a fake clock', () => {
     expect(await dialer.queuedCount()).toBe(0);
     await dialer.close();
     expect(clock.pendingTimers).toBe(0);
-    await db.close();
   });
 });

@@ -80,19 +80,8 @@ describe('silence (pipeline call)', () => {
     expect(s.twilio.requests.some((r) => r.path.includes(call.callSid) && r.form.get('Status') === 'completed')).toBe(true);
   }, 60_000);
 
-  it('with no messages, the model writes the check-in (the sandbox model: its check-in line)', async () => {
-    const { number } = await s.setUpNumber({
-      assistant: sandboxAssistant({ first_message: 'Hi.', speech_config: { silence: { ...silenceReminders(1), messages: [] } } }),
-    });
-    const call = s.caller(number);
-    const callId = callIdOf(await call.dial());
-    await call.ended(30_000);
-    const said = ['Hi.', 'Are you still with me? Take your time.', 'I will hang up now, goodbye.'];
-    expect(call.heard.map((h) => h.text).join(' ')).toBe(said.join(' '));
-    const report = await webhook(callId, 'end-of-call-report');
-    expect(report.ended_reason).toBe('silence-timed-out');
-    expect(report.messages.map((m: Message) => m.content)).toEqual(said);
-  }, 60_000);
+  // (no messages, the model writes the check-in: test/fast-calls/silence.test.ts on both kinds; the sandbox
+  // model's check-in line: test/providers/sandbox-llm.test.ts)
 });
 
 describe('DTMF', () => {

@@ -65,24 +65,7 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     expect(s.twilio.requests.some((r) => r.form.get('Status') === 'completed')).toBe(true);
   }, 60_000);
 
-  it('with no workflow, says first_message and answers the caller in its own words', async () => {
-    const { number } = await s.setUpNumber({
-      assistant: { name: 'Realtime alone', llm_config: { provider: 'sandbox-realtime' }, first_message: 'Hi there, how can I help?' },
-    });
-    const call = s.caller(number);
-    await call.dial();
-    await call.hear('how can I help');
-    await call.quiet();
-    await call.say('What are your opening hours?');
-    await call.hear(/okay|understand/i);
-    await call.hangUp();
-    const callId = call.callId!;
-    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.messages.map((m: { role: string }) => m.role)).toEqual(['assistant', 'user', 'assistant']);
-  }, 60_000);
-
+  // (no workflow: first_message, an answer in the model's words, the report: test/fast-calls/conversation.test.ts)
   it('runs a tool node through the tool-calls exchange, then transfers the call', async () => {
     s.receiver.setDefault(toolResultAnswer({ status: 'shipped' }));
     const { number } = await s.setUpNumber({

@@ -122,15 +122,15 @@ const definitionish = withGarbageKeys(
 
 describe('validateDefinition on arbitrary values', () => {
   it('never throws on arbitrary JSON', () => {
-    fc.assert(fc.property(fc.jsonValue({ maxDepth: 6 }), checkShape), { numRuns: 300 });
+    fc.assert(fc.property(fc.jsonValue({ maxDepth: 6 }), checkShape), { numRuns: 150 });
   });
 
   it('never throws on arbitrary JavaScript values', () => {
-    fc.assert(fc.property(fc.anything({ withBigInt: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true, withObjectString: true, withSparseArray: true, withTypedArray: true, withBoxedValues: true }), checkShape), { numRuns: 300 });
+    fc.assert(fc.property(fc.anything({ withBigInt: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true, withObjectString: true, withSparseArray: true, withTypedArray: true, withBoxedValues: true }), checkShape), { numRuns: 150 });
   });
 
   it('never throws on definition-shaped values full of garbage', () => {
-    fc.assert(fc.property(definitionish, checkShape), { numRuns: 500 });
+    fc.assert(fc.property(definitionish, checkShape), { numRuns: 200 });
   });
 });
 
@@ -281,7 +281,7 @@ describe('validateDefinition on valid graphs', () => {
         if (!result.ok) throw new Error(`rejected a valid graph:\n${result.details.join('\n')}\n${JSON.stringify(def)}`);
         expect(result.definition).toEqual(def);
       }),
-      { numRuns: 400 },
+      { numRuns: 200 },
     );
   });
 });
@@ -427,7 +427,7 @@ describe('validateDefinition on valid graphs with one fault', () => {
           }
         },
       ),
-      { numRuns: 500 },
+      { numRuns: 200 },
     );
   });
 });

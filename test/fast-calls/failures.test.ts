@@ -112,6 +112,7 @@ describe.each([{ kind: 'pipeline' as const }, { kind: 'realtime' as const }])('t
     const report = await h.untilEnded(1_000);
     expect(report.ended_reason).toBe('customer-ended-call');
     expect(report.errors).toEqual([{ code: 'CALL_STREAM_LOST', message: 'the media stream went away: no media for 5 s' }]);
+    expect(h.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: 'customer-ended-call' } });
     expect(h.transport.hangUps).toHaveLength(1);
   });
 });

@@ -97,6 +97,21 @@ describe.each(kinds)('a tool node ($kind call)', ({ kind }) => {
     expect(await h.untilEnded()).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'problem'] });
   });
 
+  it('a tool that never answers: the exchange gives up at 10 s with an error result, and the call goes on', async () => {
+    // the notifier's own deadline and its error (test/webhooks/exchanges.test.ts, real): here the outcome it gives
+    const h = await callTheToolNode(kind, 'two', { error: 'the tool did not answer within 10 s', delayMs: 10_000 });
+    await h.until('the tool-calls request', () => h.notifier.toolRequests.length > 0);
+    const askedAt = h.rel(h.notifier.toolRequests[0]!.at);
+    await h.until('the error node', () => h.heard().includes(PROBLEM), 20_000);
+    expect(h.rel(model(h).requests[0]!.at) - askedAt).toBeGreaterThanOrEqual(10_000);
+    expect(toolOutcomeSeen(model(h).requests[0]!)).toContain('the tool did not answer within 10 s');
+    await h.advance(1_000);
+    expect(h.call.isEnded()).toBe(false);
+    expect(h.transport.hangUps).toEqual([]);
+    h.caller.hangUp();
+    expect(await h.untilEnded()).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: ['lookup', 'problem'] });
+  });
+
   it('one way out and an error: the edge is followed with no model choice', async () => {
     const h = await callTheToolNode(kind, 'one', { error: 'database unavailable' });
     await h.until('the next node', () => h.heard().includes(SHIPPED), 10_000);

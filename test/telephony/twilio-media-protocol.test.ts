@@ -99,7 +99,7 @@ describe('parseTwilioMessage', () => {
       fc.property(fc.oneof(message, mutated), (text) => {
         expect(read(text)).toEqual(general(text));
       }),
-      { numRuns: 3000 },
+      { numRuns: 1000 },
     );
   });
 
@@ -111,7 +111,7 @@ describe('parseTwilioMessage', () => {
         const text = twilioOrder(a, b, c, Buffer.from(audio).toString('base64'), s);
         expect(mediaAudio(Buffer.from(text))).toEqual(Buffer.from(audio));
       }),
-      { numRuns: 1000 },
+      { numRuns: 400 },
     );
   });
 
@@ -121,7 +121,7 @@ describe('parseTwilioMessage', () => {
         const b = Buffer.from(bytes);
         expect(() => mediaAudio(b) ?? parseTwilioMessage(b)).not.toThrow();
       }),
-      { numRuns: 2000 },
+      { numRuns: 800 },
     );
   });
 });

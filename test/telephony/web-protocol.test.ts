@@ -201,7 +201,7 @@ describe('fuzz: anything the browser sends', () => {
       fc.property(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme', maxLength: 300 })), (text) => {
         expectWellFormed(parseBrowserMessage(text));
       }),
-      { numRuns: 2_000 },
+      { numRuns: 800 },
     );
   });
 
@@ -221,7 +221,7 @@ describe('fuzz: anything the browser sends', () => {
         // what is taken is exactly what was sent
         if (parsed.ok) expect(value).toMatchObject(parsed.message);
       }),
-      { numRuns: 2_000 },
+      { numRuns: 800 },
     );
   });
 
@@ -235,7 +235,7 @@ describe('fuzz: anything the browser sends', () => {
         else expect(wrong).toMatch(/audio frame/);
         expectWellFormed(parseBrowserMessage(buffer.toString('utf8')));
       }),
-      { numRuns: 1_000 },
+      { numRuns: 400 },
     );
   });
 });
