@@ -67,8 +67,9 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
+// real processes that start through tsx (and PGlite's migrations): on a loaded 2-core machine a start can take most of a minute
 describe('npm run keys', () => {
-  it('creates a key (alone on the last line of stdout), lists and revokes it', async () => {
+  it('creates a key (alone on the last line of stdout), lists and revokes it', { timeout: 120_000 }, async () => {
     const dataDir = tempDataDir();
     const created = await run('npm', ['run', '--silent', 'keys', '--', 'create', '--org', 'Acme'], baseEnv(dataDir));
     expect(created.code).toBe(0);
@@ -88,7 +89,7 @@ describe('npm run keys', () => {
     expect((await keys(dataDir, 'revoke', key.slice(0, 16))).code).toBe(1);
   });
 
-  it('explains wrong usage with exit code 2', async () => {
+  it('explains wrong usage with exit code 2', { timeout: 120_000 }, async () => {
     const dataDir = tempDataDir();
     const noOrg = await keys(dataDir, 'create');
     expect(noOrg.code).toBe(2);
@@ -98,7 +99,7 @@ describe('npm run keys', () => {
 });
 
 describe('npm start on the embedded default', () => {
-  it('serves, prints a development key once, refuses a second holder of DATA_DIR, stops cleanly', async () => {
+  it('serves, prints a development key once, refuses a second holder of DATA_DIR, stops cleanly', { timeout: 120_000 }, async () => {
     const dataDir = tempDataDir();
     const server = startServer(dataDir);
     const { url, stdout } = await server.ready;
@@ -130,7 +131,7 @@ describe('npm start on the embedded default', () => {
     expect(await again.exited).toBe(0);
   });
 
-  it('takes over a stale lock left by a killed process', async () => {
+  it('takes over a stale lock left by a killed process', { timeout: 120_000 }, async () => {
     const dataDir = tempDataDir();
     const first = startServer(dataDir);
     await first.ready;
@@ -143,7 +144,7 @@ describe('npm start on the embedded default', () => {
     expect(await second.exited).toBe(0);
   });
 
-  it('reports a bad configuration plainly', async () => {
+  it('reports a bad configuration plainly', { timeout: 120_000 }, async () => {
     const r = await run(NODE, [...TS, 'src/main.ts'], { ...baseEnv(tempDataDir()), PORT: 'eighty' });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('Invalid configuration');
