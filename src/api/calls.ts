@@ -216,8 +216,8 @@ export const callRoutes =
             call: Call,
             url: z.string().describe('ws(s)://…/calls/web/stream?token=…: open it within 60 s; the token works once'),
           }),
-          503: ErrorBody.describe('Unavailable: the server is shutting down'),
           ...errorResponses,
+          503: ErrorBody.describe('Unavailable: the server is shutting down, or the database or Redis does not answer (nothing was done; Retry-After)'),
         },
       },
       handler: async (request, reply) => {

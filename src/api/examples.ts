@@ -237,6 +237,7 @@ export const errorExamples = {
   401: { error: 'Invalid API key', message: 'The API key is not valid: it is unknown, revoked or malformed.' },
   404: { error: 'Not found', message: `No workflow with id "${WORKFLOW_ID}".` },
   429: { error: 'Too many requests', message: 'Over 600 requests per minute for this organization; retry in 12 s.' },
+  503: { error: 'Unavailable', message: 'The database or the queue is not reachable right now; nothing was done. Try again shortly.' },
 };
 
 export const accountExample = {

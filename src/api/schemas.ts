@@ -248,4 +248,5 @@ export const errorResponses = {
   401: ErrorBody.meta({ description: 'Invalid API key', example: errorExamples[401] }),
   404: ErrorBody.meta({ description: 'Not found', example: errorExamples[404] }),
   429: ErrorBody.meta({ description: 'Too many requests', example: errorExamples[429] }),
+  503: ErrorBody.meta({ description: 'Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md)', example: errorExamples[503] }),
 };

@@ -1448,6 +1448,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     createWorkflow: {
@@ -1780,6 +1793,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getWorkflow: {
@@ -1845,6 +1871,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1930,6 +1969,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2275,6 +2327,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     listAssistants: {
@@ -2338,6 +2403,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2543,6 +2621,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getAssistant: {
@@ -2608,6 +2699,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2693,6 +2797,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2900,6 +3017,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     listNumbers: {
@@ -2963,6 +3093,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3084,6 +3227,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getNumber: {
@@ -3160,6 +3316,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     deleteNumber: {
@@ -3221,6 +3390,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3344,6 +3526,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getAccount: {
@@ -3407,6 +3602,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3525,6 +3733,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3676,6 +3897,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     createWebCall: {
@@ -3756,7 +3990,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Unavailable: the server is shutting down */
+            /** @description Unavailable: the server is shutting down, or the database or Redis does not answer (nothing was done; Retry-After) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3847,6 +4081,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3970,6 +4217,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     endCall: {
@@ -4059,6 +4319,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getCall: {
@@ -4124,6 +4397,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4201,6 +4487,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4291,6 +4590,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4405,6 +4717,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getChat: {
@@ -4470,6 +4795,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4575,6 +4913,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     listCallEmails: {
@@ -4651,6 +5002,19 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
         };
     };
     getCallRecording: {
@@ -4714,6 +5078,19 @@ export interface operations {
             };
             /** @description Too many requests */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
