@@ -115,7 +115,7 @@ describe.each(VENDORS)('$name failing mid-call, a healthy call beside', (vendor)
 
     const reason = `pipeline-error-${vendor.provider}`;
     expect(faulty.record).toMatchObject({ status: 'ended', ended_reason: reason });
-    expect(report).toMatchObject({ ended_reason: reason, errors: [`${vendor.provider}: ${message}`] });
+    expect(report).toMatchObject({ ended_reason: reason, errors: [{ code, message: `${vendor.provider}: ${message}`, provider: vendor.provider }] });
     expect(faulty.notifier.statuses.at(-1)).toMatchObject({ status: 'ended', extra: { ended_reason: reason } });
     expect(faulty.transport.hangUps).toHaveLength(1);
     expect(faulty.transport.sentAfterClose).toBe(0);
