@@ -222,14 +222,15 @@ function mutate(body: unknown, mutations: Mutation[]): unknown {
         return v !== null && typeof v === 'object' && !Array.isArray(v);
       });
       const target = getAt(copy, containers[m.at % containers.length]!) as Record<string, unknown>;
-      Object.defineProperty(target, m.key, { value: m.value, enumerable: true, writable: true, configurable: true });
+      // a copy: fast-check may hand the same value to two mutations, and one set inside the other would be a cycle
+      Object.defineProperty(target, m.key, { value: structuredClone(m.value), enumerable: true, writable: true, configurable: true });
       continue;
     }
     if (paths.length === 0) continue;
     const path = paths[m.at % paths.length]!;
     const parent = getAt(copy, path.slice(0, -1)) as Record<string | number, unknown> | unknown[];
     const key = path[path.length - 1]!;
-    if (m.kind === 'set') (parent as Record<string | number, unknown>)[key] = m.value;
+    if (m.kind === 'set') (parent as Record<string | number, unknown>)[key] = structuredClone(m.value);
     else if (m.kind === 'delete') {
       if (Array.isArray(parent)) parent.splice(Number(key), 1);
       else delete (parent as Record<string, unknown>)[key];

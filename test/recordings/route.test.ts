@@ -160,6 +160,6 @@ describe('GET /calls/{id}/recording', () => {
     expect(operation.tags).toEqual(['calls']);
     expect(operation.description).toContain('left the customer, right what the customer heard of the assistant');
     expect(operation.responses['200'].content).toEqual({ 'audio/wav': { schema: { type: 'string', format: 'binary' } } });
-    expect(Object.keys(operation.responses)).toEqual(['200', '400', '401', '404', '429']);
+    expect(Object.keys(operation.responses)).toEqual(['200', '400', '401', '404', '429', '503']);
   });
 });
