@@ -11,6 +11,7 @@ import type { TransitionFunction } from '../../engine/prompt.js';
 import type { LlmConfig, Tool } from '../../engine/schema.js';
 import type { LlmFunction, LlmMessage, LlmProvider, LlmToolCall } from '../providers/types.js';
 import type { ToolCallOutcome, ToolCallRequest } from './notifier.js';
+import type { ToolCaller } from './backend.js';
 
 /** Rounds of the assistant's own tools in one turn; the model's words after the last one stand. */
 export const MAX_TOOL_ROUNDS = 5;
@@ -62,8 +63,7 @@ export function modelMessages(command: Pick<RunModelCommand, 'system' | 'message
   ];
 }
 
-/** Sends `tool-calls` (to `url`, or the webhook the levels choose); `async` tools are not waited for. */
-export type ToolCaller = (calls: ToolCallRequest[], options: { url?: string | undefined; async?: boolean }) => Promise<ToolCallOutcome[]>;
+export type { ToolCaller };
 
 /** Runs the assistant's tools the model called, together; one answer per call, in the calls' order. */
 export async function runAssistantTools(
