@@ -24,13 +24,17 @@ RUN node scripts/build.mjs
 FROM node:${NODE_VERSION}-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# `prepare` runs scripts/build.mjs, which finds no TypeScript here and builds nothing
+# scripts/: `prepare` (scripts/build.mjs) is skipped here (--ignore-scripts), and would build nothing without TypeScript
 COPY scripts ./scripts
 # `npm install` against the lock, not `npm ci`: the lock lacks other platforms' optional packages
 # (e.g. @msgpackr-extract/*-darwin-*), which npm 11's `npm ci` refuses as out of sync, while
 # `npm install` installs the locked versions with any npm (the same reason as in .ci/run).
+# --ignore-scripts: no dependency needs its install script here (onnxruntime-node's fetches GPU
+# builds from the network, and its package carries the CPU build; package.json's allowScripts
+# denies it for npm 11, and the image's npm 10 does not read allowScripts), and `prepare` builds
+# nothing in this stage.
 RUN --mount=type=cache,target=/root/.npm \
-    npm install --omit=dev --no-audit --no-fund --no-update-notifier
+    npm install --omit=dev --ignore-scripts --no-audit --no-fund --no-update-notifier
 
 # --- runtime -------------------------------------------------------------------------------------
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime

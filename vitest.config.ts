@@ -3,28 +3,48 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Whole calls over real sockets whose assertions do not time the media (webhooks, e-mails, the
- * call log, the API and CLI around calls, restarts, isolation, tools, the vendors' wires, web
- * calls): they mostly wait on real time, so three run side by side (`calls-parallel`). The rest of
- * test/calls measures pacing, gaps or turn-taking (and the SIP phones and Chromium) and runs one
- * file at a time (`calls`), after them.
+ * call log, the API and CLI around calls, restarts, outages, isolation, tools, the carriers' and
+ * vendors' wires, web calls, SIP signalling, the dashboard's pages): they mostly wait on real time,
+ * so three run side by side (`calls-parallel`). The rest of test/calls measures pacing, gaps or
+ * turn-taking, or reads back what a phone, a recording or Chromium heard, and runs one file at a
+ * time (`calls`), after them. Four at a time was tried: a little quicker, and a webhook's answer
+ * was read in flight under load (docs/testing.md, "The third pass").
  */
 const CALLS_PARALLEL = [
   'test/calls/call-cli.test.ts',
   'test/calls/call-log.test.ts',
+  // two processes and a private Redis: waits on real time, measures none
+  'test/calls/control.test.ts',
   'test/calls/emails.test.ts',
   'test/calls/gdpr.test.ts',
   'test/calls/isolation.test.ts',
+  // Kamailio, two runtimes and a real SIP phone: signalling only (who took the call, 503s), no audio read back
+  'test/calls/kamailio.test.ts',
   'test/calls/latency.test.ts',
   'test/calls/media.test.ts',
+  // a private Redis restarted and PostgreSQL cut under live calls: waits on restarts, measures nothing
+  'test/calls/outages.test.ts',
   'test/calls/outbound.test.ts',
   'test/calls/outbound-restart.test.ts',
+  'test/calls/outbound-text.test.ts',
   'test/calls/provider-keys.test.ts',
+  'test/calls/realtime.test.ts',
   'test/calls/resilience.test.ts',
+  // counts 401s over UDP; timer H (3.2 s) is waited out with room to spare
+  'test/calls/sip-reflection.test.ts',
+  // a real SIP phone as the trunk: signalling, statuses and the report, no audio read back
+  'test/calls/sip-outbound.test.ts',
   'test/calls/start.test.ts',
+  'test/calls/telnyx.test.ts',
+  'test/calls/test-suites-voice.test.ts',
   'test/calls/tools-transfer.test.ts',
+  'test/calls/twilio-warm-transfer.test.ts',
   'test/calls/vendors.test.ts',
+  'test/calls/web-call-flood.test.ts',
   'test/calls/web-call-stream.test.ts',
   'test/calls/web-call.test.ts',
+  // every dashboard page in Chromium over a call recorded before: no live call, nothing timed
+  'test/console/dashboard.test.ts',
 ];
 
 /** vitest's default is one worker fewer than the cores: one on a 2-core machine, which made the unit project run a file at a time. */
@@ -35,13 +55,18 @@ const WORKERS = Math.max(2, availableParallelism() - 1);
  * providers, webhooks, the fast calls…) with files in parallel; `calls-parallel`, three files at
  * a time; `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
  * turn-taking is timed), one file at a time so that CPU-heavy suites next to them cannot skew
- * what they measure. `npm test` runs `unit`, then `calls*` (docs/testing.md).
+ * what they measure. The two `calls` projects run without isolation: a worker loads the modules
+ * (src, PGlite's WebAssembly, the models) once and runs its files one after another, each file
+ * starting its own servers, instead of a new process and its imports (~5 s) per file. `npm test`
+ * runs `unit`, then `calls*` (docs/testing.md).
  */
 export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // a folder for what the files of a run make once and share (test/helpers/run-cache.ts)
+    globalSetup: ['test/global-setup.ts'],
     projects: [
       {
         extends: true,
@@ -55,7 +80,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, sequence: { groupOrder: 1 } },
+        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, isolate: false, sequence: { groupOrder: 1 } },
       },
       {
         extends: true,
@@ -66,6 +91,7 @@ export default defineConfig({
           include: ['test/calls/**/*.test.ts', 'test/console/**/*.test.ts', 'test/sip-harness/**/*.test.ts'],
           exclude: CALLS_PARALLEL,
           fileParallelism: false,
+          isolate: false,
           sequence: { groupOrder: 2 },
         },
       },

@@ -9,6 +9,7 @@ import {
   type LlmConfig,
   type SttConfig,
   type TtsConfig,
+  type VadKind,
   type WebhookEventType,
 } from './schema.js';
 import {
@@ -125,6 +126,8 @@ export function assistantProblems(
 // Effective values
 
 export const DEFAULT_TURN_TAKING = {
+  /** WebRTC's detector with a modulation check: it passes the fixtures at a fraction of Silero's CPU (docs/turn-taking.md). */
+  vad: 'webrtc' as VadKind,
   endpointing_min_delay: 0.5,
   endpointing_max_delay: 3.0,
   interruption_min_duration: 0.5,
@@ -179,7 +182,7 @@ export interface EffectiveAssistant {
   speech_config: {
       pronunciation: { from: string; to: string }[];
       end_call_message: string;
-      turn_taking: { [K in keyof typeof DEFAULT_TURN_TAKING]: number };
+      turn_taking: { [K in Exclude<keyof typeof DEFAULT_TURN_TAKING, 'vad'>]: number } & { vad: VadKind };
       silence: {
         messages: string[];
         final_message: string;

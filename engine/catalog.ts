@@ -1,8 +1,10 @@
 /**
  * The platform catalog: which providers, models, languages and voices exist.
  * Validation (workflows and assistants), call-start checks and `GET /catalog` all read it.
- * Every provider listed here must have a working adapter in `src/providers/`.
+ * Every provider listed here has a working adapter in `src/providers/`, whose declaration is the
+ * source of its entry (`catalog-providers.ts` is generated from them).
  */
+import { CATALOG_PROVIDERS } from './catalog-providers.js';
 import { own, quote } from './paths.js';
 
 export type ProviderKind = 'llm' | 'realtime' | 'stt' | 'tts';
@@ -22,7 +24,7 @@ export interface CatalogProvider {
   /** TTS and realtime: voices, or `null` when the provider's voices are not enumerated. */
   voices?: string[] | null;
   default_voice?: string;
-  /** `llm_config.url` is required (OpenAI-compatible server of the customer's). */
+  /** The block's server URL is required (`llm_config.url`, `stt_config.base_url`, `tts_config.base_url`: a server of the customer's). */
   requires_url?: boolean;
 }
 
@@ -30,125 +32,13 @@ export interface Catalog {
   providers: CatalogProvider[];
 }
 
-const DEEPGRAM_NOVA3_LANGUAGES = [
-  'multi', 'en', 'en-US', 'en-AU', 'en-GB', 'en-IN', 'en-NZ', 'es', 'es-419', 'fr', 'fr-CA', 'de',
-  'de-CH', 'hi', 'it', 'ja', 'nl', 'nl-BE', 'pt', 'pt-BR', 'pt-PT', 'ru', 'sv', 'sv-SE', 'da',
-  'da-DK', 'no', 'fi', 'pl', 'tr', 'uk', 'cs', 'ro', 'ko', 'ko-KR', 'id', 'vi', 'bg', 'ca', 'el',
-  'et', 'hu', 'lt', 'lv', 'ms', 'sk',
-];
-
-const DEEPGRAM_NOVA2_LANGUAGES = [
-  'multi', 'en', 'en-US', 'en-AU', 'en-GB', 'en-IN', 'en-NZ', 'es', 'es-419', 'fr', 'fr-CA', 'de',
-  'de-CH', 'hi', 'hi-Latn', 'it', 'ja', 'nl', 'nl-BE', 'pt', 'pt-BR', 'pt-PT', 'ru', 'sv', 'sv-SE',
-  'da', 'da-DK', 'no', 'fi', 'pl', 'tr', 'uk', 'cs', 'ro', 'ko', 'ko-KR', 'id', 'vi', 'bg', 'ca',
-  'el', 'et', 'hu', 'lt', 'lv', 'ms', 'sk', 'th', 'th-TH', 'zh', 'zh-CN', 'zh-Hans', 'zh-TW',
-  'zh-Hant', 'zh-HK',
-];
-
-const OPENAI_TTS_VOICES = [
-  'alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer', 'verse',
-];
-
-const OPENAI_REALTIME_VOICES = [
-  'alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'marin', 'sage', 'shimmer', 'verse',
-];
-
-export const defaultCatalog: Catalog = {
-  providers: [
-    {
-      id: 'openai',
-      kind: 'llm',
-      description: 'OpenAI chat completions (streaming, tools).',
-      models: [
-        'gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'gpt-4.1-nano', 'gpt-5', 'gpt-5-mini',
-        'gpt-5-nano',
-      ],
-      default_model: 'gpt-4o-mini',
-    },
-    {
-      id: 'custom-llm',
-      kind: 'llm',
-      description:
-        'Any OpenAI-compatible chat completions server (Ollama, vLLM, llama.cpp, ...) at llm_config.url.',
-      models: null,
-      default_model: null,
-      requires_url: true,
-    },
-    {
-      id: 'sandbox',
-      kind: 'llm',
-      description:
-        'Offline, deterministic stand-in for a language model (demo and tests). Not intelligent: it picks the transition whose description shares the most words with what the caller said.',
-      models: ['sandbox'],
-      default_model: 'sandbox',
-    },
-    {
-      id: 'openai-realtime',
-      kind: 'realtime',
-      description: 'OpenAI Realtime speech-to-speech (GA protocol, audio/pcmu).',
-      models: ['gpt-realtime', 'gpt-realtime-mini'],
-      default_model: 'gpt-realtime',
-      voices: OPENAI_REALTIME_VOICES,
-      default_voice: 'marin',
-    },
-    {
-      id: 'sandbox-realtime',
-      kind: 'realtime',
-      description:
-        'Offline speech-to-speech stand-in built from the sandbox STT, model and TTS (demo and tests).',
-      models: ['sandbox'],
-      default_model: 'sandbox',
-      voices: ['sandbox'],
-      default_voice: 'sandbox',
-    },
-    {
-      id: 'deepgram',
-      kind: 'stt',
-      description: 'Deepgram live streaming speech-to-text (μ-law 8 kHz in).',
-      models: ['nova-3', 'nova-2'],
-      default_model: 'nova-3',
-      languages: { 'nova-3': DEEPGRAM_NOVA3_LANGUAGES, 'nova-2': DEEPGRAM_NOVA2_LANGUAGES },
-      default_language: 'en',
-    },
-    {
-      id: 'sandbox',
-      kind: 'stt',
-      description: 'Offline speech-to-text that reads back the text carried by sandbox TTS audio.',
-      models: ['sandbox'],
-      default_model: 'sandbox',
-      languages: null,
-      default_language: 'en',
-    },
-    {
-      id: 'elevenlabs',
-      kind: 'tts',
-      description: 'ElevenLabs streaming text-to-speech (stream-input WebSocket, ulaw_8000 out).',
-      models: [
-        'eleven_flash_v2_5', 'eleven_turbo_v2_5', 'eleven_multilingual_v2', 'eleven_flash_v2',
-        'eleven_turbo_v2',
-      ],
-      default_model: 'eleven_flash_v2_5',
-      voices: null,
-    },
-    {
-      id: 'openai',
-      kind: 'tts',
-      description: 'OpenAI text-to-speech (/v1/audio/speech), converted to μ-law 8 kHz.',
-      models: ['gpt-4o-mini-tts', 'tts-1', 'tts-1-hd'],
-      default_model: 'gpt-4o-mini-tts',
-      voices: OPENAI_TTS_VOICES,
-    },
-    {
-      id: 'sandbox',
-      kind: 'tts',
-      description: 'Offline text-to-speech whose μ-law audio carries its text (demo and tests).',
-      models: ['sandbox'],
-      default_model: 'sandbox',
-      voices: ['sandbox'],
-      default_voice: 'sandbox',
-    },
-  ],
-};
+/**
+ * The catalog every validation and call-start check reads by default: the providers this server
+ * has adapters for, as their declarations in `src/providers/` describe them (docs/providers.md,
+ * "Adding a vendor"). The engine reads nothing from `src/`, so the entries come from
+ * `catalog-providers.ts`, which the registry's test writes from the declarations.
+ */
+export const defaultCatalog: Catalog = { providers: CATALOG_PROVIDERS };
 
 export function findProvider(
   catalog: Catalog,
@@ -220,8 +110,12 @@ export function catalogProblems(
   if (b.model === undefined && provider.default_model === null) {
     problems.push(`${path}.model: required for provider ${quote(provider.id)}`);
   }
-  if (provider.requires_url && b.url === undefined) {
-    problems.push(`${path}.url: required for provider ${quote(provider.id)} (the server's base URL)`);
+  const urlField = urlFieldOf(kind);
+  if (provider.requires_url && b[urlField] === undefined) {
+    problems.push(`${path}.${urlField}: required for provider ${quote(provider.id)} (the server's base URL)`);
+  }
+  if (urlField === 'base_url' && b.base_url !== undefined && !provider.requires_url) {
+    problems.push(`${path}.base_url: only for a provider of one's own server (${quote(provider.id)} is reached at its vendor's)`);
   }
   if (kind === 'stt' && typeof b.language === 'string' && provider.languages) {
     const effectiveModel = model ?? provider.default_model ?? '';
@@ -240,6 +134,11 @@ export function catalogProblems(
     }
   }
   return problems;
+}
+
+/** Where a block names its server: `llm_config.url`, the other blocks' `base_url`. */
+export function urlFieldOf(kind: ConfigBlockKind | ProviderKind): 'url' | 'base_url' {
+  return kind === 'llm' || kind === 'realtime' ? 'url' : 'base_url';
 }
 
 function allowedProviders(catalog: Catalog, kind: ConfigBlockKind, options: CatalogCheckOptions) {

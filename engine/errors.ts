@@ -57,6 +57,8 @@ export const ErrorCodes = Object.freeze({
   PROVIDER_NO_ADAPTER: 'PROVIDER_NO_ADAPTER',
   // carriers
   TWILIO_REST_ERROR: 'TWILIO_REST_ERROR',
+  /** A carrier's API refused or failed a request (`CarrierApiError`, the carrier in `provider`). */
+  CARRIER_API_ERROR: 'CARRIER_API_ERROR',
   SIP_TRANSFER_REFUSED: 'SIP_TRANSFER_REFUSED',
   DIAL_FAILED: 'DIAL_FAILED',
   CALL_START_FAILED: 'CALL_START_FAILED',
@@ -79,6 +81,10 @@ export const ErrorCodes = Object.freeze({
   CHAT_NOT_FOUND: 'CHAT_NOT_FOUND',
   CHAT_ENDED: 'CHAT_ENDED',
   CHAT_BUSY: 'CHAT_BUSY',
+  // test suites
+  TEST_SUITE_INVALID: 'TEST_SUITE_INVALID',
+  TEST_SUITE_NOT_FOUND: 'TEST_SUITE_NOT_FOUND',
+  TEST_SUITE_NO_RUNNER: 'TEST_SUITE_NO_RUNNER',
   // audio
   WAV_INVALID: 'WAV_INVALID',
   BACKGROUND_CLIP_UNUSABLE: 'BACKGROUND_CLIP_UNUSABLE',
@@ -93,7 +99,6 @@ export const ErrorCodes = Object.freeze({
   ASSISTANT_REQUEST_FAILED: 'ASSISTANT_REQUEST_FAILED',
   ASSISTANT_REQUEST_REJECTED: 'ASSISTANT_REQUEST_REJECTED',
   // queues and tools
-  EMAIL_RETRY_LATER: 'EMAIL_RETRY_LATER',
   TWIML_INVALID: 'TWIML_INVALID',
   CLI_API_FAILURE: 'CLI_API_FAILURE',
   CLI_UNMET: 'CLI_UNMET',
@@ -105,6 +110,8 @@ export const ErrorCodes = Object.freeze({
   /** A provider failed with an error that has no code of its own. */
   PROVIDER_FAILED: 'PROVIDER_FAILED',
   SILENCE_CHECK_IN_FAILED: 'SILENCE_CHECK_IN_FAILED',
+  /** A warm transfer's summary could not be written by the model; the operator heard a fixed one. */
+  TRANSFER_SUMMARY_FAILED: 'TRANSFER_SUMMARY_FAILED',
   RECORDING_START_FAILED: 'RECORDING_START_FAILED',
   RECORDING_NOT_KEPT: 'RECORDING_NOT_KEPT',
   BACKGROUND_AUDIO_FAILED: 'BACKGROUND_AUDIO_FAILED',

@@ -4,7 +4,8 @@
  * function calling (`^[a-zA-Z0-9_-]{1,64}$`, unique, never equal to one of the assistant's tools).
  */
 import type { Tool, WorkflowDefinition, WorkflowNode } from './schema.js';
-import type { CompiledNode, CompiledWorkflow } from './compile.js';
+import type { CompiledWorkflow } from './compile.js';
+import type { CompiledNode } from './types.js';
 
 export const FUNCTION_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 const MAX_NAME = 64;
@@ -119,3 +120,11 @@ export function buildModelContext(
   }
   return context;
 }
+
+/**
+ * What the model is told when it writes a warm transfer's `{{summary}}` (DECISIONS 16): the
+ * conversation so far follows, as a transcript, in the next message.
+ */
+export const TRANSFER_SUMMARY_INSTRUCTION =
+  'A colleague is about to take over this phone call. Summarize the conversation so far for them in one to three short sentences, ' +
+  'in the language of the conversation: who is calling and what they need. Write only the summary.';

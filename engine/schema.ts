@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { wellFormed } from './text.js';
+import { BaseUrl } from './base-url.js';
 
 export const LIMITS = {
   nodes: 500,
@@ -77,25 +78,47 @@ export const SttConfig = z.strictObject({
   filler_words: z.boolean().optional(),
   utterance_end_ms: z.number().int().min(0).max(10_000).optional(),
   no_delay: z.boolean().optional(),
+  /** The server of provider `openai-compatible` (engine/base-url.ts). */
+  base_url: BaseUrl.optional(),
 });
 export type SttConfig = z.infer<typeof SttConfig>;
 
-export const LlmConfig = z.strictObject({
-  provider: Provider,
-  model: ModelName.optional(),
-  /** Base URL of an OpenAI-compatible server (provider `custom-llm`). */
-  url: HttpUrl.optional(),
-  max_completion_tokens: z.number().int().min(1).max(128_000).optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  messages: z.array(ChatMessage).max(100).optional(),
-  tools: z.array(Tool).max(128).optional(),
-});
+/** The function a call offers its model to press keys on the phone's keypad (docs/keypad.md). */
+export const PRESS_KEYS_TOOL = 'press_keys';
+/** Functions Switchboard itself carries out, asked for by name in `llm_config.builtin_tools`. */
+export const BUILTIN_TOOLS = [PRESS_KEYS_TOOL] as const;
+export type BuiltinTool = (typeof BUILTIN_TOOLS)[number];
+
+export const LlmConfig = z
+  .strictObject({
+    provider: Provider,
+    model: ModelName.optional(),
+    /** Base URL of an OpenAI-compatible server (provider `custom-llm`). */
+    url: HttpUrl.optional(),
+    max_completion_tokens: z.number().int().min(1).max(128_000).optional(),
+    temperature: z.number().min(0).max(2).optional(),
+    messages: z.array(ChatMessage).max(100).optional(),
+    tools: z.array(Tool).max(128).optional(),
+    /** Functions Switchboard carries out itself: `press_keys` (the keypad). */
+    builtin_tools: z.array(z.enum(BUILTIN_TOOLS)).max(16).optional(),
+  })
+  .superRefine((config, ctx) => {
+    // a builtin's name is its own: an assistant tool of that name would be one function twice
+    const builtins = new Set<string>(config.builtin_tools ?? []);
+    for (const [i, tool] of (config.tools ?? []).entries()) {
+      if (builtins.has(tool.name)) {
+        ctx.addIssue({ code: 'custom', path: ['tools', i, 'name'], message: `"${tool.name}" is the name of a builtin tool asked for in builtin_tools; choose another name` });
+      }
+    }
+  });
 export type LlmConfig = z.infer<typeof LlmConfig>;
 
 export const TtsConfig = z.strictObject({
   provider: Provider,
   voice_id: wellFormed().min(1).max(200).optional(),
   model: ModelName.optional(),
+  /** Base URL of a server of OpenAI's `/v1/audio/speech` (provider `openai-compatible`). */
+  base_url: HttpUrl.optional(),
   stability: z.number().min(0).max(1).optional(),
   similarity_boost: z.number().min(0).max(1).optional(),
   style: z.number().min(0).max(1).optional(),
@@ -109,8 +132,13 @@ export type TtsConfig = z.infer<typeof TtsConfig>;
 
 const Seconds = z.number().min(0).max(30);
 
+/** The caller's voice-activity detector (docs/turn-taking.md). */
+export const VAD_KINDS = ['webrtc', 'silero'] as const;
+export type VadKind = (typeof VAD_KINDS)[number];
+
 export const TurnTaking = z
   .strictObject({
+    vad: z.enum(VAD_KINDS, { error: `must be one of ${VAD_KINDS.map((k) => `"${k}"`).join(', ')}` }).optional(),
     endpointing_min_delay: Seconds.optional(),
     endpointing_max_delay: Seconds.optional(),
     interruption_min_duration: Seconds.optional(),
@@ -185,10 +213,34 @@ export const ToolNode = z.strictObject({
   arguments: z.record(wellFormed(), ToolArgumentValue).optional(),
 });
 
+/** What a warm transfer's operator hears when the node gives no `operator_message`. */
+export const DEFAULT_OPERATOR_MESSAGE = 'Incoming transfer: {{summary}}';
+export const DEFAULT_RING_TIMEOUT_SECONDS = 30;
+/** The fields only a warm transfer takes (DECISIONS 16), on a node or a live control. */
+export const WARM_TRANSFER_FIELDS = ['operator_message', 'hold_message', 'ring_timeout_seconds', 'require_acceptance'] as const;
+/** The problem with a warm-only field on a cold transfer (node or live control). */
+export const WARM_ONLY_MESSAGE = 'only allowed on a warm transfer ("mode": "warm")';
+export const TRANSFER_MODES = ['cold', 'warm'] as const;
+
+/** A warm transfer's own settings, as a transfer node and a live control's `transfer` take them. */
+export const WarmTransferFields = {
+  /** Warm only: what the operator hears when they answer; `{{summary}}` is the model's summary. */
+  operator_message: Text.optional(),
+  /** Warm only: said to the caller after `first_line`, while the operator is dialled. */
+  hold_message: Text.optional(),
+  /** Warm only: how long the operator's phone rings before the transfer fails `no-answer`. */
+  ring_timeout_seconds: z.number().int().min(5).max(120).optional(),
+  /** Warm only: the operator takes the call by pressing 1. */
+  require_acceptance: z.boolean().optional(),
+};
+
 export const TransferNode = z.strictObject({
   ...nodeCommon,
   type: z.literal('transfer'),
   destination: E164,
+  /** `cold` (default): the carrier moves the call; `warm`: an operator is dialled, told, then joined. */
+  mode: z.enum(TRANSFER_MODES).optional(),
+  ...WarmTransferFields,
 });
 
 export const EndNode = z.strictObject({

@@ -5,15 +5,15 @@
  */
 import { createActor } from 'xstate';
 import type { NodeType, Tool, WorkflowDefinition } from './schema.js';
+import { compileWorkflow, type CompiledWorkflow } from './compile.js';
+import { MemoryHistory, type ConversationHistory, type HistoryOp } from './history.js';
+import type { CallActor, CallMachineSnapshot } from './machine.js';
 import {
   CALL_EVENT_TYPES,
-  compileWorkflow,
-  type CallActor,
+  TRANSFER_RESULTS,
   type CallContext,
   type CallEvent,
-  type CallMachineSnapshot,
   type CallSettings,
-  type CompiledWorkflow,
   type EndedReason,
   type EventRejectedCommand,
   type HistoryMessage,
@@ -23,8 +23,9 @@ import {
   type RunModelReason,
   type RunModelRequest,
   type SilencePolicy,
-} from './compile.js';
+} from './types.js';
 import { DEFAULT_SILENCE as PLATFORM_SILENCE } from './assistant.js';
+import { transferFieldProblems } from './control-transfer.js';
 import { EngineError, ErrorCodes } from './errors.js';
 import { buildModelContext, type ModelContext, type TransitionFunction } from './prompt.js';
 
@@ -35,6 +36,11 @@ export interface CallSessionOptions {
   end_call_message?: string | null;
   /** `speech_config.silence`; missing fields take the platform defaults (`DEFAULT_SILENCE`). */
   silence?: Partial<SilencePolicy>;
+  /**
+   * Where the conversation is kept (a call's or chat's log); none: the session keeps its own. A
+   * restored session puts its snapshot's history into it.
+   */
+  history?: ConversationHistory;
 }
 
 /** What the model is told after the conversation when it writes a silence check-in (DECISIONS 13). */
@@ -71,8 +77,10 @@ export interface SessionState {
   status: SessionStatus;
   node_id: string;
   node_type: NodeType;
-  /** What the call is waiting for. */
-  awaiting: 'caller' | 'tool_result' | 'model_choice' | 'closing_line' | null;
+  /** What the call is waiting for (`transfer`: a warm transfer's outcome, a node's or a live control's). */
+  awaiting: 'caller' | 'tool_result' | 'model_choice' | 'closing_line' | 'transfer' | null;
+  /** Where the warm transfer under way dials (`awaiting: "transfer"`); else null. */
+  transfer_destination: string | null;
   pending_tool_call_id: string | null;
   ended_reason: EndedReason | null;
   /** Node overrides in effect (empty: the assistant's own blocks). */
@@ -90,7 +98,7 @@ export interface SessionSnapshot {
   ended_reason: EndedReason | null;
   history: HistoryMessage[];
   nodes_visited: string[];
-  /** XState's persisted snapshot; its context leaves out `history` and `nodes_visited` (above). */
+  /** XState's persisted snapshot; its context leaves out `nodes_visited` (above). */
   machine: Record<string, unknown>;
 }
 
@@ -176,16 +184,16 @@ export function restoreCallSession(
   if (!machine || typeof machine !== 'object' || !machine.context || typeof machine.context !== 'object') {
     throw new CallSessionError('SNAPSHOT_INVALID', 'snapshot has no machine state');
   }
-  const persisted = {
-    ...machine,
-    context: { ...machine.context, history: snapshot.history, nodes_visited: snapshot.nodes_visited },
-  };
+  if (!Array.isArray(snapshot.history)) throw new CallSessionError('SNAPSHOT_INVALID', 'snapshot has no history');
+  // a snapshot saved before the history left the machine's context carries none there
+  const { history: _saved, ...context } = machine.context;
+  const persisted = { ...machine, context: { ...context, nodes_visited: snapshot.nodes_visited } };
   // `input` is not used on restore: the saved context (settings included) is.
   const actor = createActor(compiled.machine, {
     snapshot: persisted as unknown as CallMachineSnapshot,
     input: { settings: settingsFrom(options) },
   });
-  const session = new Session(compiled, actor, options, true);
+  const session = new Session(compiled, actor, options, true, snapshot.history);
   const restored = actor.getSnapshot();
   if ((restored.status as string) === 'error' || !compiled.nodes.has(restored.context?.node_id)) {
     session.stop();
@@ -198,15 +206,23 @@ class Session implements CallSession {
   private outbox: MachineCommand[] = [];
   private started = false;
   private renamed: Map<string, Map<string, string>> | null = null;
+  private readonly conversation: ConversationHistory;
 
   constructor(
     readonly workflow: CompiledWorkflow,
     private readonly actor: CallActor,
     private readonly options: CallSessionOptions,
     restored: boolean,
+    history?: readonly HistoryMessage[],
   ) {
-    actor.on('*', (command) => {
-      this.outbox.push(command as MachineCommand);
+    this.conversation = options.history ?? new MemoryHistory();
+    if (history) this.conversation.restore(history);
+    actor.on('*', (emitted) => {
+      const op = emitted as MachineCommand | HistoryOp;
+      // what the machine writes into the conversation goes there at once; the rest are commands
+      if (op.type === 'history.append') this.conversation.append(op.message);
+      else if (op.type === 'history.heard') this.conversation.heard(op.say_id, op.heard);
+      else this.outbox.push(op);
     });
     // An error observer keeps XState from rethrowing action errors asynchronously.
     actor.subscribe({ error: () => {} });
@@ -261,7 +277,7 @@ class Session implements CallSession {
     const persisted = this.actor.getPersistedSnapshot() as unknown as Record<string, unknown> & {
       context: CallContext;
     };
-    const { history, nodes_visited, ...context } = persisted.context;
+    const { nodes_visited, ...context } = persisted.context;
     const state = this.state();
     return {
       format: SNAPSHOT_FORMAT,
@@ -269,7 +285,7 @@ class Session implements CallSession {
       status: state.status,
       current_node: state.node_id,
       ended_reason: state.ended_reason,
-      history: [...history],
+      history: [...this.conversation.messages()],
       nodes_visited: [...nodes_visited],
       machine: { ...persisted, context },
     };
@@ -282,12 +298,20 @@ class Session implements CallSession {
     const ended = snap.status !== 'active';
     const closing = !ended && snap.value === 'closing';
     let awaiting: SessionState['awaiting'] = null;
+    let transferDestination: string | null = null;
     if (closing) awaiting = 'closing_line';
     else if (!ended && this.started) {
-      if (node.node.type === 'tool') {
+      if (typeof ctx.control_transfer === 'string') {
+        // a warm transfer by control: the call waits in its node for the outcome
+        awaiting = 'transfer';
+        transferDestination = ctx.control_transfer;
+      } else if (node.node.type === 'tool') {
         awaiting = ctx.pending_tool_call_id !== null ? 'tool_result' : this.inToolChoice() ? 'model_choice' : null;
       } else if (node.node.type === 'conversation') {
         awaiting = 'caller';
+      } else if (node.node.type === 'transfer' && node.node.mode === 'warm') {
+        awaiting = 'transfer';
+        transferDestination = node.node.destination;
       }
     }
     return {
@@ -295,6 +319,7 @@ class Session implements CallSession {
       node_id: ctx.node_id,
       node_type: node.node.type,
       awaiting,
+      transfer_destination: transferDestination,
       pending_tool_call_id: ctx.pending_tool_call_id,
       ended_reason: ctx.ended_reason,
       provider_overrides:
@@ -303,7 +328,7 @@ class Session implements CallSession {
   }
 
   history(): readonly HistoryMessage[] {
-    return this.actor.getSnapshot().context.history;
+    return this.conversation.messages();
   }
 
   nodesVisited(): readonly string[] {
@@ -313,6 +338,8 @@ class Session implements CallSession {
   modelContext(): ModelContext | null {
     const snap = this.actor.getSnapshot();
     if (snap.status !== 'active' || snap.value === 'closing') return null;
+    // while a warm transfer by control is under way the model has no turn
+    if (typeof snap.context.control_transfer === 'string') return null;
     const node = this.workflow.nodes.get(snap.context.node_id)!;
     if (node.node.type === 'conversation' || (node.node.type === 'tool' && this.inToolChoice())) {
       return this.contextFor(node.id);
@@ -362,7 +389,7 @@ class Session implements CallSession {
     const out = this.outbox;
     this.outbox = [];
     if (out.length === 0) return out as Command[];
-    const history = this.actor.getSnapshot().context.history;
+    const history = this.conversation.messages();
     return out.map((command): Command => {
       if (command.type !== 'run_model') return command;
       const context = this.contextFor(command.node_id);
@@ -413,9 +440,25 @@ function eventProblem(event: unknown): string | null {
       return e.node_id === undefined || isString(e.node_id) ? null : 'model.chose_transition: "node_id" must be a string';
     case 'tool.result':
       return isString(e.tool_call_id) ? null : 'tool.result: "tool_call_id" must be a string';
+    case 'transfer.result':
+      return (TRANSFER_RESULTS as readonly unknown[]).includes(e.result) ? null : `transfer.result: "result" must be one of ${TRANSFER_RESULTS.join(', ')}`;
     case 'tool.failed':
       if (!isString(e.tool_call_id)) return 'tool.failed: "tool_call_id" must be a string';
       return isString(e.error) ? null : 'tool.failed: "error" must be a string';
+    case 'control.say':
+      return isString(e.text) && e.text.trim() !== '' ? null : 'control.say: "text" must be a non-empty string';
+    case 'control.add_message':
+      if (e.role !== 'system' && e.role !== 'user') return 'control.add_message: "role" must be "system" or "user"';
+      return isString(e.content) && e.content.trim() !== '' ? null : 'control.add_message: "content" must be a non-empty string';
+    case 'control.goto':
+      return isString(e.node_id) ? null : 'control.goto: "node_id" must be a string';
+    case 'control.transfer': {
+      if (!isString(e.destination) || e.destination === '') return 'control.transfer: "destination" must be a non-empty string';
+      const problems = transferFieldProblems(e);
+      return problems.length === 0 ? null : `control.transfer: ${problems.join('; ')}`;
+    }
+    case 'control.end':
+      return e.message === undefined || isString(e.message) ? null : 'control.end: "message" must be a string';
     default:
       return null;
   }

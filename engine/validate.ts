@@ -16,6 +16,8 @@ import {
   LIMITS,
   ToolNode,
   TransferNode,
+  WARM_ONLY_MESSAGE,
+  WARM_TRANSFER_FIELDS,
   WorkflowDefinition,
   WorkflowEdge,
   type NodeType,
@@ -207,9 +209,24 @@ function collectProblems(
     if (firstIndexById.get(node.id) !== node.index) continue; // a duplicate; reported above
     const out = outgoing.get(node.id) ?? [];
     const path = ['nodes', node.index];
+    const warm = node.type === 'transfer' && own(node.record!, 'mode') === 'warm';
     switch (node.type) {
-      case 'end':
       case 'transfer':
+        if (!warm) {
+          for (const k of out) {
+            problems.add(['edges', k, 'from'], `${quote(node.id)} is a transfer node, which cannot have outgoing edges (a warm one, "mode": "warm", may have one)`);
+          }
+          break;
+        }
+        // a warm transfer's one way out: taken when the transfer does not complete
+        for (const k of out.slice(1)) {
+          problems.add(
+            ['edges', k, 'from'],
+            `${quote(node.id)} is a warm transfer node, which may have one outgoing edge (the way taken when the transfer does not complete); it has ${out.length}`,
+          );
+        }
+        break;
+      case 'end':
         for (const k of out) {
           problems.add(
             ['edges', k, 'from'],
@@ -231,8 +248,9 @@ function collectProblems(
         break;
       }
     }
-    // A description tells the model when to take an edge; a tool node's only way out needs none.
-    if (node.type === 'conversation' || (node.type === 'tool' && out.length > 1)) {
+    // A description tells the model when to take an edge (a warm transfer's: when the transfer
+    // fails, for people reading the workflow); a tool node's only way out needs none.
+    if (node.type === 'conversation' || (node.type === 'tool' && out.length > 1) || warm) {
       for (const k of out) {
         const description = own(asRecord(rawEdges![k])!, 'description');
         if (description !== undefined && !isBlank(description)) continue;
@@ -240,7 +258,9 @@ function collectProblems(
           ['edges', k, 'description'],
           node.type === 'conversation'
             ? `required on an edge leaving a conversation node (${quote(node.id)})`
-            : `required when a node has more than one outgoing edge (${quote(node.id)} has ${out.length})`,
+            : warm
+              ? `required on the edge leaving a warm transfer node (${quote(node.id)}): say when it is taken (the transfer did not complete)`
+              : `required when a node has more than one outgoing edge (${quote(node.id)} has ${out.length})`,
         );
       }
     }
@@ -305,7 +325,12 @@ function checkNodeFields(node: NodeView, problems: ProblemList): void {
       if (!ANY_NODE_FIELD.has(key)) problems.add(path, 'unknown field');
       continue;
     }
-    if (NODE_SHAPES[node.type].has(key)) continue;
+    if (NODE_SHAPES[node.type].has(key)) {
+      if (node.type === 'transfer' && (WARM_TRANSFER_FIELDS as readonly string[]).includes(key) && own(record, 'mode') !== 'warm') {
+        problems.add(path, WARM_ONLY_MESSAGE);
+      }
+      continue;
+    }
     if (key === 'global' || key === 'global_description') {
       problems.add(path, `not allowed on ${article(node.type)} node (only conversation nodes may be global)`);
       continue;

@@ -141,7 +141,16 @@ function substituteNode(node: WorkflowNode, values: Readonly<Record<string, stri
           ? { arguments: substituteValues(node.arguments, values) as NonNullable<typeof node.arguments> }
           : {}),
       };
-    case 'transfer':
+    case 'transfer': {
+      // `{{summary}}` in `operator_message` is the warm transfer's own placeholder: filled when the operator answers
+      const { summary: _summary, ...others } = values;
+      return {
+        ...node,
+        ...common,
+        ...(node.hold_message !== undefined ? { hold_message: substitute(node.hold_message, values) } : {}),
+        ...(node.operator_message !== undefined ? { operator_message: substitute(node.operator_message, others) } : {}),
+      };
+    }
     case 'end':
       return { ...node, ...common };
   }
@@ -152,7 +161,8 @@ function substituteEdge(edge: WorkflowEdge, values: Readonly<Record<string, stri
 }
 
 /**
- * A new definition with `global_prompt`, node `instructions` and `first_line`, a node's
+ * A new definition with `global_prompt`, node `instructions` and `first_line`, a warm transfer's
+ * `hold_message` and `operator_message` (not its `{{summary}}`), a node's
  * `llm_config.messages[].content`, edge `message` and the string values of tool-node `arguments`
  * substituted. Ids, descriptions and everything else as they were; the input is not changed.
  */

@@ -1,4 +1,5 @@
 /** Assembles the Fastify app from the rooms: API routes, auth, errors, OpenAPI. */
+import { tracingEnabled } from './observability/tracing.js';
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
@@ -24,14 +25,16 @@ import { assistantRoutes } from './api/assistants.js';
 import { numberRoutes } from './api/numbers.js';
 import { accountRoutes } from './api/account.js';
 import { catalogRoutes } from './api/catalog.js';
+import { keyRoutes } from './api/keys.js';
 import { VERSION } from './version.js';
 import { apiServers, openApiTransform, openApiTransformObject } from './api/openapi.js';
 import type { Runtime } from './runtime.js';
-import { twilioRoutes } from './telephony/twilio/routes.js';
-import { upgradeRoute } from './telephony/upgrades.js';
-import { WEB_STREAM_PATH } from './telephony/web/transport.js';
 import { callRoutes } from './api/calls.js';
+import { callControlRoutes } from './api/call-control.js';
 import { chatRoutes } from './api/chats.js';
+import { createChatStore } from './chats/store.js';
+import { testSuiteRoutes } from './api/test-suites.js';
+import { createSuiteRunner } from './suites/index.js';
 import { callWebhookRoutes } from './api/call-webhooks.js';
 import { callEmailRoutes } from './api/call-emails.js';
 import { callRecordingRoutes } from './api/call-recording.js';
@@ -39,6 +42,9 @@ import { BackgroundAudio } from './audio/background.js';
 import { ProviderKeys } from './providers/keys.js';
 import { providerSettings } from './providers/index.js';
 import { consoleRoutes } from './api/console.js';
+import { callListenRoutes } from './api/call-listen.js';
+import { upgradeRoute } from './telephony/upgrades.js';
+import { LISTEN_PATH, ListenSockets } from './telephony/listen-socket.js';
 
 export interface AppOptions {
   config: Config;
@@ -49,6 +55,37 @@ export interface AppOptions {
 }
 
 export const BODY_LIMIT = 1024 * 1024;
+
+/** What the API document (and /docs) says first: every resource, and what needs no key. */
+const API_DESCRIPTION = [
+  'The API of a Switchboard deployment: AI voice assistants on phone calls, web calls and chats.',
+  '',
+  '- **workflows**: the conversations, as graphs of nodes and edges (validated on write), with the layout the dashboard draws them in',
+  '- **assistants**: the model, voice and transcriber, and how calls behave',
+  '- **numbers**: phone numbers (Twilio or a SIP trunk) and what answers them',
+  '- **account**: the webhook, Twilio, the SIP trunk and outbound limits of the organization',
+  '- **keys**: the organization\'s API keys (a new key is shown once)',
+  '- **calls**: outbound calls and campaigns, web calls, the call log with its stats, each call\'s recording, webhook and e-mail attempts',
+  '- **chats**: text conversations that run a workflow as a call would',
+  '- **catalog**: the providers, models, languages, voices and background clips validation accepts',
+  '- **health**: liveness, readiness and Prometheus metrics',
+  '',
+  'Every endpoint needs `Authorization: Bearer <API key>` except `/healthz`, `/readyz` and `/metrics` ' +
+    '(scrape it from inside your network), this document (`/openapi.json`, `/docs`) and the dashboard\'s page (`/console`). ' +
+    'Errors are `{"error", "message"?, "details"?}`, each detail starting with the field it is about.',
+].join('\n');
+
+const API_TAGS = [
+  { name: 'workflows', description: 'Graphs of conversation, tool, transfer and end nodes (DECISIONS 3)' },
+  { name: 'assistants', description: 'Model, voice, transcriber and call behaviour (DECISIONS 5)' },
+  { name: 'numbers', description: 'Phone numbers and what answers them (DECISIONS 6)' },
+  { name: 'account', description: 'Webhook, Twilio, SIP trunk, outbound limits (DECISIONS 6, 11, 15)' },
+  { name: 'keys', description: "The organization's API keys (DECISIONS 19)" },
+  { name: 'calls', description: 'Outbound and web calls, the call log, recordings, delivery attempts (DECISIONS 8, 11, 14)' },
+  { name: 'chats', description: 'Text conversations against a workflow (DECISIONS 14)' },
+  { name: 'catalog', description: 'What validation accepts (DECISIONS 4)' },
+  { name: 'health', description: 'Liveness, readiness, metrics: no key' },
+];
 
 export async function buildApp({ config, store, logger, runtime }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -82,6 +119,16 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
   // responses are built by our own code from typed values: no second validation on the way out
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   registerErrorHandler(app);
+  // with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT), each API request is an HTTP span; health
+  // checks and /metrics are left out (a scraper's every call would be a trace)
+  if (tracingEnabled()) {
+    const { FastifyOtelInstrumentation } = await import('@fastify/otel');
+    const otel = new FastifyOtelInstrumentation({
+      instrumentHooks: false,
+      ignorePaths: ({ url }) => url === '/healthz' || url === '/readyz' || url === '/metrics',
+    });
+    await app.register(otel.plugin());
+  }
 
   await app.register(fastifySwagger, {
     openapi: {
@@ -89,9 +136,7 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
       info: {
         title: 'Switchboard API',
         version: VERSION,
-        description:
-          'Workflows, assistants, numbers and account settings of a Switchboard deployment. ' +
-          'Every endpoint except /healthz and /readyz needs `Authorization: Bearer <API key>`.',
+        description: API_DESCRIPTION,
         license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
       },
       servers: apiServers(config),
@@ -99,11 +144,12 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
         securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', bearerFormat: 'sk_live_...' } },
       },
       security: [{ apiKey: [] }],
+      tags: API_TAGS,
     },
     transform: openApiTransform,
     transformObject: openApiTransformObject,
   });
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', theme: { title: 'Switchboard API' } });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -112,8 +158,21 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
   }));
   app.get(
     '/readyz',
-    { schema: { operationId: 'checkReadiness', tags: ['health'], summary: 'Readiness: the database answers', security: [] } },
+    {
+      schema: {
+        operationId: 'checkReadiness',
+        tags: ['health'],
+        summary: 'Readiness: the database answers, and the process takes new calls',
+        description:
+          '503 while the database does not answer, and from the moment the process starts draining (SIGTERM: no new calls, ' +
+          'the live ones finish within SHUTDOWN_GRACE_SECONDS), so that a load balancer sends new work elsewhere (docs/deploy.md).',
+        security: [],
+      },
+    },
     async (request, reply) => {
+      if (runtime && !runtime.calls.isAccepting()) {
+        return reply.code(503).send({ error: 'Not ready', message: 'Draining: this process takes no new calls; its live calls are finishing.' });
+      }
       try {
         await store.db.query('SELECT 1');
         return { status: 'ready', database: store.db.kind };
@@ -151,23 +210,29 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
     await api.register(numberRoutes(store));
     await api.register(accountRoutes(store));
     await api.register(catalogRoutes);
+    await api.register(keyRoutes(store.keys));
     if (runtime) {
       await api.register(callRoutes(runtime.callStore, runtime.outbound, { calls: runtime.calls, publicUrl: config.PUBLIC_URL }));
+      await api.register(callControlRoutes({ calls: runtime.callStore, control: runtime.control, sharedSessions: !!config.REDIS_URL }));
+      // one chat store: test suites keep their test chats beside the chats (closed with the chats' routes)
+      const chats = createChatStore(runtime.redis);
       await api.register(
         chatRoutes({
           store,
           providers: runtime.providers,
           webhooks: runtime.webhooks,
           logger,
-          redisUrl: config.REDIS_URL,
+          chats,
           ...(runtime.keys ? { keys: runtime.keys } : {}),
         }),
       );
+      await api.register(testSuiteRoutes({ store, runner: createSuiteRunner({ store, runtime, chats, logger }) }));
       const callExists = async (orgId: string, callId: string) =>
         (await runtime.callStore.get(callId))?.organization_id === orgId || (await store.calls.get(orgId, callId)) !== null;
       await api.register(callWebhookRoutes(runtime.deliveries, { callExists }));
       await api.register(callEmailRoutes(store.emailAttempts, { callExists }));
       await api.register(callRecordingRoutes(runtime.recordings, { callExists }));
+      await api.register(callListenRoutes({ sessions: runtime.callStore, callExists, hub: runtime.listen, publicUrl: config.PUBLIC_URL }));
     }
   });
 
@@ -175,8 +240,11 @@ export async function buildApp({ config, store, logger, runtime }: AppOptions): 
   await app.register(consoleRoutes);
 
   if (runtime) {
-    await twilioRoutes(app, { twilio: runtime.twilio, publicUrl: config.PUBLIC_URL });
-    upgradeRoute(app, WEB_STREAM_PATH, (request, socket, head) => runtime.web.upgrade(request, socket, head));
+    // every carrier's webhooks and media sockets (src/telephony/registry.ts)
+    await runtime.carriers.routes(app);
+    const listeners = new ListenSockets({ hub: runtime.listen, logger, isAccepting: () => runtime.calls.isAccepting() });
+    upgradeRoute(app, LISTEN_PATH, (request, socket, head) => listeners.upgrade(request, socket, head));
+    app.addHook('onClose', async () => listeners.close());
     app.get(
       '/metrics',
       { schema: { operationId: 'getMetrics', tags: ['health'], summary: 'Prometheus metrics (no key: scrape it from inside your network)', security: [] } },

@@ -3,6 +3,9 @@ import net from 'node:net';
 import { z } from 'zod';
 import { parseRecordingsS3Url } from './recordings/storage.js';
 import { ErrorCodes, SwitchboardError } from '../engine/errors.js';
+import { apiBaseVariable, apiKeyVariable } from './providers/declare.js';
+import { vendorAccounts } from './providers/registry.js';
+import { carrierVariables } from './telephony/registry.js';
 
 const Port = z.coerce.number().int().min(0).max(65_535);
 /** Whole days to keep something, 0 for ever, at most 100 years; `what` names it in the messages. */
@@ -54,13 +57,6 @@ const ConfigSchema = z.object({
   REDIS_URL: z.string().min(1).optional(),
   PUBLIC_URL: z.url().optional(),
   WEBHOOK_ALLOW_PRIVATE: z.stringbool().default(false),
-  TWILIO_API_BASE: z.url().default('https://api.twilio.com'),
-  DEEPGRAM_API_BASE: z.url().default('https://api.deepgram.com'),
-  OPENAI_API_BASE: z.url().default('https://api.openai.com'),
-  ELEVENLABS_API_BASE: z.url().default('https://api.elevenlabs.io'),
-  DEEPGRAM_API_KEY: z.string().min(1).optional(),
-  OPENAI_API_KEY: z.string().min(1).optional(),
-  ELEVENLABS_API_KEY: z.string().min(1).optional(),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info'),
@@ -76,6 +72,8 @@ const ConfigSchema = z.object({
   SMTP_URL: SmtpUrl.optional(),
   /** The sender of notification e-mails: `calls@example.com` or `Acme calls <calls@example.com>`. */
   SMTP_FROM: MailFrom.optional(),
+  /** Days notification e-mail attempts are kept (GET /calls/{id}/emails); 0 keeps them forever. */
+  EMAIL_ATTEMPT_RETENTION_DAYS: retentionDays('e-mail attempts', 30),
   /** Days call recordings are kept (GET /calls/{id}/recording); 0 keeps them forever. */
   RECORDING_RETENTION_DAYS: retentionDays('recordings', 30),
   /** Call recordings in S3-compatible storage instead of DATA_DIR/recordings (docs/recordings.md). */
@@ -104,7 +102,31 @@ const ConfigSchema = z.object({
   }
 });
 
-export type Config = z.infer<typeof ConfigSchema> & { PUBLIC_URL: string };
+/**
+ * Each vendor account's `<VENDOR>_API_BASE` (a URL, the vendor's own by default) and
+ * `<VENDOR>_API_KEY` (unset by default), for every account a provider declares
+ * (`src/providers/registry.ts`).
+ */
+const VendorSchema = z.object(
+  Object.fromEntries(
+    vendorAccounts().flatMap((account) => [
+      [apiBaseVariable(account), z.url().default(account.baseUrl)],
+      [apiKeyVariable(account), z.string().min(1).optional()],
+    ]),
+  ),
+);
+
+/**
+ * Each carrier's `<CARRIER>_API_BASE` (a URL, the carrier's own by default), for every carrier
+ * that declares an API (`src/telephony/registry.ts`): `TWILIO_API_BASE`, … A test points one at
+ * a stand-in.
+ */
+const CarrierSchema = z.object(Object.fromEntries(carrierVariables().map((v) => [v.name, z.url().default(v.default)])));
+
+/** The vendors' (and carriers') variables, by name (`OPENAI_API_BASE`, `OPENAI_API_KEY`, `TWILIO_API_BASE`, ...). */
+export type VendorVariables = { readonly [name: `${string}_API_BASE` | `${string}_API_KEY`]: string | undefined };
+
+export type Config = z.infer<typeof ConfigSchema> & VendorVariables & { PUBLIC_URL: string };
 
 export class ConfigError extends SwitchboardError {
   static override readonly codes = [ErrorCodes.CONFIG_INVALID] as const;
@@ -120,10 +142,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     Object.entries(env).filter(([, v]) => v !== undefined && v !== ''),
   );
   const parsed = ConfigSchema.safeParse(cleaned);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+  const vendors = VendorSchema.safeParse(cleaned);
+  const carriers = CarrierSchema.safeParse(cleaned);
+  if (!parsed.success || !vendors.success || !carriers.success) {
+    const issues = [...(parsed.error?.issues ?? []), ...(vendors.error?.issues ?? []), ...(carriers.error?.issues ?? [])];
+    const lines = issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const c = parsed.data;
-  return { ...c, PUBLIC_URL: c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}` };
+  return { ...c, ...(vendors.data as VendorVariables), ...(carriers.data as VendorVariables), PUBLIC_URL: c.PUBLIC_URL ?? `http://${c.HOST}:${c.PORT}` };
 }

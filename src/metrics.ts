@@ -3,6 +3,7 @@
  * deliveries by outcome, provider errors, and the process's own figures. One registry per
  * runtime, so that tests and benchmarks can run several in one process.
  */
+import type { CallObserved } from './observability/observed.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { TurnLatency } from './calls/latency.js';
 import type { DeliveryAttemptRecord } from './store/deliveries.js';
@@ -26,6 +27,13 @@ export class Metrics {
   private readonly refused: Counter<'transport'>;
   private readonly dialRequeues: Counter;
   private readonly uncaught: Counter;
+
+  private readonly usageStt = new Counter({ name: 'switchboard_usage_stt_seconds_total', help: 'Caller audio sent to speech-to-text, by provider and model (ended calls).', labelNames: ['provider', 'model'], registers: [this.registry] });
+  private readonly usageTokens = new Counter({ name: 'switchboard_usage_llm_tokens_total', help: "Language-model tokens, as the vendors count them, by provider, model and direction (input, output).", labelNames: ['provider', 'model', 'direction'], registers: [this.registry] });
+  private readonly usageCharacters = new Counter({ name: 'switchboard_usage_tts_characters_total', help: 'Characters sent to text-to-speech, by provider and model.', labelNames: ['provider', 'model'], registers: [this.registry] });
+  private readonly usageRealtime = new Counter({ name: 'switchboard_usage_realtime_audio_seconds_total', help: "A realtime model's audio, by provider, model and direction (input: the caller's; output: the model's).", labelNames: ['provider', 'model', 'direction'], registers: [this.registry] });
+  private readonly usageCarrier = new Counter({ name: 'switchboard_usage_carrier_minutes_total', help: "Calls' answered minutes, by transport and direction.", labelNames: ['provider', 'direction'], registers: [this.registry] });
+  private readonly costTotal = new Counter({ name: 'switchboard_cost_usd_total', help: "What ended calls cost at their organizations' prices (USD), by kind and provider.", labelNames: ['kind', 'provider'], registers: [this.registry] });
 
   constructor(liveCalls: () => number, options: { processMetrics?: boolean; outboxPending?: () => number } = {}) {
     const registers = [this.registry];
@@ -166,6 +174,25 @@ export class Metrics {
   callEnded(reason: string): void {
     this.callsEnded.inc({ ended_reason: reason });
     if (reason.startsWith('pipeline-error-') && reason !== 'pipeline-error-switchboard') this.providerErrors.inc({ provider: reason.slice('pipeline-error-'.length) });
+  }
+
+  /** An ended call's usage and cost (src/observability/): the counters by provider and model. */
+  callObserved(observed: CallObserved | null | undefined): void {
+    if (!observed) return;
+    const u = observed.usage;
+    const model = (m: string | null) => m ?? '';
+    for (const r of u.stt) this.usageStt.inc({ provider: r.provider, model: model(r.model) }, r.seconds);
+    for (const r of u.llm) {
+      this.usageTokens.inc({ provider: r.provider, model: model(r.model), direction: 'input' }, r.input_tokens);
+      this.usageTokens.inc({ provider: r.provider, model: model(r.model), direction: 'output' }, r.output_tokens);
+    }
+    for (const r of u.tts) this.usageCharacters.inc({ provider: r.provider, model: model(r.model) }, r.characters);
+    for (const r of u.realtime) {
+      this.usageRealtime.inc({ provider: r.provider, model: model(r.model), direction: 'input' }, r.input_audio_seconds);
+      this.usageRealtime.inc({ provider: r.provider, model: model(r.model), direction: 'output' }, r.output_audio_seconds);
+    }
+    for (const r of u.carrier) this.usageCarrier.inc({ provider: r.provider, direction: r.direction }, r.minutes);
+    for (const l of observed.cost?.breakdown ?? []) if (l.amount > 0) this.costTotal.inc({ kind: l.kind, provider: l.provider }, l.amount);
   }
 
   turn(latency: TurnLatency): void {

@@ -15,18 +15,22 @@ import { createCallStore, type CallStore } from './calls/store.js';
 import { CallLogPruner, LoggedCallStore } from './calls/call-log.js';
 import { CallService } from './calls/service.js';
 import { WebhookCallNotifier } from './calls/webhook-notifier.js';
-import { createTwilioRest, type TwilioRest } from './telephony/twilio/rest.js';
+import type { TwilioRest } from './telephony/twilio/rest.js';
 import type { TurnLatency } from './calls/latency.js';
 import type { CallNotifier } from './calls/notifier.js';
 import type { AssistantResolver } from './calls/service.js';
 import { DEFAULT_MEDIA_LIVENESS, StreamWatcher, type MediaLiveness } from './telephony/liveness.js';
-import { TwilioTelephony } from './telephony/twilio/transport.js';
-import { defaultSipAddress, sipPublicAddress } from './telephony/sip/addresses.js';
+import type { TwilioTelephony } from './telephony/twilio/transport.js';
 import type { SipTimers } from './telephony/sip/endpoint.js';
-import { SipTelephony } from './telephony/sip/telephony.js';
-import { WebTelephony } from './telephony/web/transport.js';
+import type { SipTelephony } from './telephony/sip/telephony.js';
+import type { WebTelephony } from './telephony/web/transport.js';
+import { Carriers } from './telephony/carriers.js';
+import { carrier as twilioCarrier } from './telephony/twilio/carrier.js';
+import { carrier as sipCarrier } from './telephony/sip/carrier.js';
+import { carrier as webCarrier } from './telephony/web/carrier.js';
 import { Metrics } from './metrics.js';
 import { createCallControl, type CallControl } from './calls/control.js';
+import { ListenHub } from './calls/listen.js';
 import { createDialer } from './calls/dialer.js';
 import { OutboundCalls } from './calls/outbound-calls.js';
 import { NotificationEmails, type NotificationEmailsOptions } from './notifications/service.js';
@@ -40,28 +44,43 @@ import { Outbox, type OutboxOptions } from './store/outbox.js';
 import type { DeliveryAttemptRecord } from './store/deliveries.js';
 import type { Notification } from './webhooks/notify.js';
 import { NotificationReconciler, type ReconcilerOptions } from './webhooks/reconciler.js';
+import { RedisConnections } from './redis.js';
+import { createQueues, type Queues } from './queue/index.js';
+import { EmailAttemptPruner } from './notifications/retention.js';
 
 const NOTIFICATION_EVENTS = new Set(['status-update', 'end-of-call-report']);
 
 export interface Runtime {
+  /** Every Redis connection of the process (REDIS_URL), closed last by `close`; null without Redis. */
+  redis: RedisConnections | null;
+  /** The job queue's backend and its queues: webhooks, e-mails (and the dialler's connection). */
+  queues: Queues;
   providers: Providers;
   webhooks: WebhookService;
   /** The call sessions, with every call also written to the call log (`store.calls`). */
   callStore: LoggedCallStore;
   calls: CallService;
-  /** The Twilio transport: voice webhook, outbound callbacks and media streams. */
+  /** Every carrier this process runs (src/telephony/registry.ts): their routes, transports and outbound carriers. */
+  carriers: Carriers;
+  /** The Twilio transport: voice webhook, outbound callbacks and media streams (`carriers`' own). */
   twilio: TwilioTelephony;
   /** The browser's transport: web calls (`POST /calls/web`, the stream). */
   web: WebTelephony;
+  /** Listen-in: `POST /calls/{id}/listen` and its sockets, across processes with Redis (docs/listen.md). */
+  listen: ListenHub;
   /** Direct SIP (DECISIONS 15): null unless started (`RuntimeOptions.sip`). */
   sip: SipTelephony | null;
   /** Outbound calls: queued, dialled within each organization's limits, ended through the API. */
   outbound: OutboundCalls;
+  /** Word to the process that runs a call (live controls, `POST /calls/{id}/end`, answering-machine detection). */
+  control: CallControl;
   /** The notification e-mails of answered calls (SMTP_URL); off without it. */
   emails: NotificationEmails;
   deliveries: DeliveryRepository;
   /** Deletes attempts older than WEBHOOK_DELIVERY_RETENTION_DAYS; stopped by `close`. */
   deliveryPruner: DeliveryPruner;
+  /** Deletes e-mail attempts older than EMAIL_ATTEMPT_RETENTION_DAYS; stopped by `close`. */
+  emailAttemptPruner: EmailAttemptPruner;
   /** Deletes calls older than CALL_RETENTION_DAYS from the call log; stopped by `close`. */
   callLogPruner: CallLogPruner;
   /** The background clips calls play (DECISIONS 13), loaded once per process. */
@@ -101,6 +120,8 @@ export interface RuntimeOptions {
   onTurnLatency?(latency: TurnLatency): void;
   /** When the pruner first runs and how often after that (tests shorten both). */
   deliveryPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
+  /** The same for the e-mail attempts' pruner. */
+  emailAttemptPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
   /** The same for the call log's pruner. */
   callLogPruning?: { firstRunAfterMs?: number; everyMs?: number; batchSize?: number };
   /** The e-mail queue's name (Redis), retry schedule and SMTP waits (tests shorten them). */
@@ -113,7 +134,12 @@ export interface RuntimeOptions {
    * The SIP endpoint: on `port` (0: a free one) with the configuration's address and RTP ports.
    * Unset, none: the server's `main` starts it from SIP_PORT; tests that speak SIP ask for it.
    */
-  sip?: { port: number; timers?: Partial<SipTimers> };
+  sip?: {
+    port: number;
+    timers?: Partial<SipTimers>;
+    /** A port in use turns SIP off with one warning instead of failing the start (SIP_PORT left at its default). */
+    offWhenInUse?: boolean;
+  };
   /** The outbox's flush period and bound (tests shorten the period). */
   outbox?: Pick<OutboxOptions, 'flushEveryMs' | 'maxEntries'>;
   /** When the reconciler counts a notification as lost, and how often it looks (tests shorten both). */
@@ -123,6 +149,9 @@ export interface RuntimeOptions {
 }
 
 export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
+  // the one owner of the process's Redis connections, and the queue backend chosen once from it
+  const redis = o.config.REDIS_URL ? new RedisConnections(o.config.REDIS_URL, o.logger.child({ component: 'redis' })) : null;
+  const queues = createQueues({ redis });
   const providers = o.providers ?? createProviders(providerSettings(o.config));
   const deliveries = new DeliveryRepository(o.store.db);
   const notifications = new NotificationRepository(o.store.db);
@@ -133,7 +162,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   outbox = new Outbox({
     logger: o.logger,
     workerId: `o-${randomUUID()}`,
-    redisUrl: o.config.REDIS_URL,
+    redis,
     dataDir: o.config.DATA_DIR,
     onEvent: (event, kind) => metrics.outboxEvent(event, kind),
     ...o.outbox,
@@ -155,6 +184,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
       },
     }),
     durable: { record: async (n) => void (await kept.submit('notification', n.call_id, n)) },
+    queues,
     ...(o.webhookQueueName ? { queueName: o.webhookQueueName } : {}),
   });
   await webhooks.start();
@@ -169,10 +199,11 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     config: o.config,
     logger: o.logger.child({ component: 'emails' }),
     recorder: o.store.emailAttempts,
+    queues,
     ...o.emails,
   });
   await emails.start();
-  const callStore = new LoggedCallStore(o.callStore ?? createCallStore(o.config.REDIS_URL), o.store.calls, o.logger, kept);
+  const callStore = new LoggedCallStore(o.callStore ?? createCallStore(redis), o.store.calls, o.logger, kept);
   const webhookNotifier = new WebhookCallNotifier(webhooks, o.store, providers, o.logger.child({ component: 'calls' }), kept);
   // every writer is registered: what a stopped process kept is written from here on
   await kept.start();
@@ -187,7 +218,7 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     toolCalls: (call, requests, options) => webhookNotifier.toolCalls(call, requests, options),
   };
   const resolver: AssistantResolver = webhookNotifier;
-  const control: CallControl = createCallControl(o.config.REDIS_URL, o.logger.child({ component: 'calls' }));
+  const control: CallControl = createCallControl(redis, o.logger.child({ component: 'calls' }));
   let outbound: OutboundCalls | null = null;
   const background = new BackgroundAudio({
     fetcher: webhooks.http,
@@ -196,12 +227,16 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   });
   const recordings = o.recordings ?? recordingStoreFromConfig(o.config);
   const keys = o.providers ? undefined : new ProviderKeys(providerSettings(o.config));
+  const listen = new ListenHub({ log: o.logger, sessions: callStore, redis });
+  await listen.start();
   calls = new CallService({
+    listen,
     ...(keys ? { keys } : {}),
     media: { background, recordings, publicUrl: o.config.PUBLIC_URL },
     control,
     // every call ends here once, its report made: answered calls send their e-mails
     onCallEnded: (record) => {
+      metrics.callObserved(record.observed);
       outbound?.callEnded(record);
       emails.callEnded(record);
     },
@@ -225,47 +260,20 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   const service = calls;
   await service.start();
   const watcher = new StreamWatcher({ ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness });
-  const twilio = new TwilioTelephony({
+  // every declared carrier, each on what it needs of this process (src/telephony/registry.ts)
+  const carriers = await Carriers.start({
+    config: o.config,
+    options: o,
     calls: service,
     callStore,
     store: o.store,
-    rest: o.twilioRest ?? createTwilioRest(o.config.TWILIO_API_BASE),
     logger: o.logger,
     publicUrl: o.config.PUBLIC_URL,
     watcher,
-    onUnavailable: () => metrics.callRefusedUnavailable('twilio'),
+    liveness: watcher.liveness,
+    metrics,
+    onUnavailable: (carrier) => metrics.callRefusedUnavailable(carrier),
   });
-  const web = new WebTelephony({ calls: service, logger: o.logger, watcher });
-  let sip: SipTelephony | null = null;
-  if (o.sip) {
-    const liveness = { ...DEFAULT_MEDIA_LIVENESS, ...o.mediaLiveness };
-    const publicAddress = await sipPublicAddress(o.config.SIP_PUBLIC_ADDRESS ?? defaultSipAddress(o.config.HOST, o.logger));
-    sip = new SipTelephony({
-      calls: service,
-      store: o.store,
-      logger: o.logger,
-      watcher,
-      liveness,
-      registry: metrics.registry,
-      host: o.config.HOST,
-      port: o.sip.port,
-      ...(publicAddress ? { publicAddress } : {}),
-      rtpPortMin: o.config.RTP_PORT_MIN,
-      rtpPortMax: o.config.RTP_PORT_MAX,
-      ...(o.sip.timers ? { timers: o.sip.timers } : {}),
-      onUnavailable: () => metrics.callRefusedUnavailable('sip'),
-    });
-    try {
-      await sip.start();
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      throw new Error(
-        code === 'EADDRINUSE'
-          ? `SIP_PORT ${o.sip.port} is in use (UDP or TCP): set SIP_PORT to a free port, or 0 to turn SIP off`
-          : `the SIP endpoint could not start on ${o.config.HOST}:${o.sip.port}: ${(err as Error).message}`,
-      );
-    }
-  }
   outbound = new OutboundCalls({
     store: o.store,
     calls: callStore,
@@ -273,17 +281,16 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     dialer: createDialer({
       db: o.store.db,
       logger: o.logger.child({ component: 'outbound' }),
-      ...(o.config.REDIS_URL ? { redisUrl: o.config.REDIS_URL } : {}),
+      queues,
       ...(o.dialQueueName ? { queueName: o.dialQueueName } : {}),
     }),
     control,
     notifier,
-    carriers: { twilio, ...(sip ? { sip } : {}) },
+    carriers: carriers.outbound(),
     logger: o.logger,
     onRequeued: () => metrics.dialRequeued(),
   });
-  twilio.outbound = outbound;
-  if (sip) sip.outbound = outbound;
+  carriers.wire(outbound);
   await outbound.start();
   const outboundCalls = outbound;
   const deliveryPruner = new DeliveryPruner({
@@ -293,6 +300,13 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
     ...o.deliveryPruning,
   });
   deliveryPruner.start();
+  const emailAttemptPruner = new EmailAttemptPruner({
+    attempts: o.store.emailAttempts,
+    retentionDays: o.config.EMAIL_ATTEMPT_RETENTION_DAYS,
+    logger: o.logger.child({ component: 'emails' }),
+    ...o.emailAttemptPruning,
+  });
+  emailAttemptPruner.start();
   const callLogPruner = new CallLogPruner({
     calls: o.store.calls,
     retentionDays: o.config.CALL_RETENTION_DAYS,
@@ -309,17 +323,23 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
   recordingPruner.start();
   let closing: Promise<void> | null = null;
   return {
+    redis,
+    queues,
     providers,
     webhooks,
     callStore,
     calls: service,
-    twilio,
-    web,
-    sip,
+    carriers,
+    twilio: carriers.instance(twilioCarrier)!,
+    web: carriers.instance(webCarrier)!,
+    sip: carriers.instance(sipCarrier),
+    listen,
     outbound: outboundCalls,
+    control,
     emails,
     deliveries,
     deliveryPruner,
+    emailAttemptPruner,
     callLogPruner,
     background,
     recordings,
@@ -333,22 +353,21 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // first, so that a prune under way is over (after its current batch) before the database closes
         await reconciler.stop();
         await deliveryPruner.stop();
+        await emailAttemptPruner.stop();
         await callLogPruner.stop();
         await recordingPruner.stop();
         // nothing more is dialled here (queued calls stay queued, durable, for the next process);
         // the dialler closes once the live calls have ended and given their slots back
         outboundCalls.stop();
         await service.shutdown(graceMs);
-        await sip?.close();
+        await carriers.close();
         await outboundCalls.close();
-        web.close();
         watcher.close();
         // the reports and e-mails of the calls just ended were queued: the in-process queues drop
         // what is still waiting when they close, so let them go first (bounded: main.ts exits 5 s past the grace)
-        const queue = webhooks.queue as { whenIdle?: () => Promise<void> };
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
-          Promise.all([queue.whenIdle?.(), emails.whenIdle()]),
+          Promise.all([webhooks.queue.whenIdle(), emails.whenIdle()]),
           new Promise((r) => (timer = setTimeout(r, 4_000))),
         ]);
         clearTimeout(timer);
@@ -359,7 +378,10 @@ export async function createRuntime(o: RuntimeOptions): Promise<Runtime> {
         // lets the last call-log writes (the calls just ended) finish, then closes the sessions
         await callStore.close();
         await control.close();
+        await listen.close();
         await recordings.close();
+        // last: every module above has closed what it used
+        await redis?.close();
       })();
       return closing;
     },

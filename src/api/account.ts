@@ -1,36 +1,58 @@
-/** The organization's settings: default webhook and telephony credentials (DECISIONS 6). */
+/**
+ * The organization's settings: default webhook, each carrier's settings and the outbound limits
+ * (DECISIONS 6). Where a carrier's settings sit, how a write merges with what is kept and what a
+ * response shows are the carrier's own (src/telephony/<carrier>/settings.ts, the registry).
+ */
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Store } from '../store/index.js';
 import { outboundLimits, type AccountSettings } from '../store/account.js';
-import { maskSecret } from '../webhooks/secrets.js';
+import { accountCarriers } from '../telephony/registry.js';
 import { needsCurrentWebhook, webhookFromInput, webhookView } from './numbers.js';
-import { Account, AccountPatchBody, errorResponses, type SipSettingsInput } from './schemas.js';
-import type { SipSettings } from '../store/account.js';
+import { Account, AccountPatchBody, errorResponses } from './schemas.js';
+import { applyPricingPatch, pricingFor } from '../observability/pricing.js';
 
-/**
- * The trunk settings to keep: each part given replaces the stored one (null clears it), and a
- * password left out is kept when the username is the same (passwords are never shown, so a
- * client changing one field cannot send them back).
- */
-function mergeSip(input: z.infer<typeof SipSettingsInput>, stored: SipSettings | null): SipSettings | { problem: string } {
-  const out: SipSettings = { inbound: stored?.inbound ?? null, outbound: stored?.outbound ?? null };
-  for (const side of ['inbound', 'outbound'] as const) {
-    const given = input[side];
-    if (given === undefined) continue;
-    if (given === null) {
-      out[side] = null;
-      continue;
-    }
-    const before = stored?.[side];
-    const password = given.password ?? (before?.username && before.username === given.username ? before.password : undefined);
-    if (given.username && !password) return { problem: `sip.${side}.password: required with sip.${side}.username` };
-    if (!given.username && given.password) return { problem: `sip.${side}.username: required with sip.${side}.password` };
-    const part = { ...given, ...(password ? { password } : {}) };
-    if (side === 'inbound') out.inbound = part as NonNullable<SipSettings['inbound']>;
-    else out.outbound = part as NonNullable<SipSettings['outbound']>;
+type Body = Record<string, unknown>;
+
+/** The value at a carrier's path in a request body (undefined: not given). */
+function at(body: Body, path: readonly string[]): unknown {
+  let value: unknown = body;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Body)[key];
+  }
+  return value;
+}
+
+/** Every carrier's view of the settings, each at its path (`telephony: {twilio}`, `sip`, …). */
+function carrierViews(s: AccountSettings): Body {
+  const out: Body = {};
+  for (const { account } of accountCarriers()) {
+    const [first, second] = account.path;
+    const shown = account.show(account.read(s));
+    if (second === undefined) out[first] = shown;
+    else out[first] = { ...((out[first] as Body | undefined) ?? {}), [second]: shown };
   }
   return out;
+}
+
+/**
+ * The account write of every carrier the request gave settings for: each carrier's own merge of
+ * what was sent with what is kept, null clearing them. A problem is a 400 naming it.
+ */
+function carrierWrites(body: Body, stored: AccountSettings | null): { write: Partial<AccountSettings> } | { problem: string } {
+  const write: Partial<AccountSettings> = {};
+  for (const { account } of accountCarriers()) {
+    const given = at(body, account.path);
+    if (given === undefined) continue;
+    const kept = given === null ? null : account.merge(given, stored ? account.read(stored) : null);
+    if (kept && typeof kept === 'object' && 'problem' in kept) return { problem: (kept as { problem: string }).problem };
+    const part = account.write(kept);
+    // the carriers without a column of their own share one field: merged, not replaced
+    const carriers = part.carriers ? { ...write.carriers, ...part.carriers } : write.carriers;
+    Object.assign(write, part, carriers ? { carriers } : {});
+  }
+  return { write };
 }
 
 export const accountRoutes =
@@ -43,25 +65,9 @@ export const accountRoutes =
       id: org.id,
       name: org.name,
       webhook: webhookView(s.webhook, showSecret),
-      telephony: {
-        twilio: s.twilio
-          ? { account_sid: s.twilio.account_sid, auth_token: maskSecret(s.twilio.auth_token) }
-          : null,
-      },
-      sip: {
-        inbound: s.sip?.inbound
-          ? { allowed_addresses: s.sip.inbound.allowed_addresses, username: s.sip.inbound.username ?? null, password_set: !!s.sip.inbound.password }
-          : null,
-        outbound: s.sip?.outbound
-          ? {
-              proxy: s.sip.outbound.proxy,
-              username: s.sip.outbound.username ?? null,
-              password_set: !!s.sip.outbound.password,
-              caller_id: s.sip.outbound.caller_id ?? null,
-            }
-          : null,
-      },
+      ...carrierViews(s),
       outbound: outboundLimits(s),
+      pricing: pricingFor(s.pricing),
     });
 
     app.get('/account', {
@@ -81,19 +87,21 @@ export const accountRoutes =
       },
       handler: async (request, reply) => {
         const orgId = request.organization.id;
-        // (a masked auth token sent back is refused by the schema: too short to be one)
-        const sipInput = request.body.sip;
-        const stored = needsCurrentWebhook(request.body.webhook) || sipInput ? await store.account.get(orgId) : null;
+        const body = request.body as Body;
+        // what is kept, when a write merges with it (a masked URL sent back, a carrier's write-only secret left out)
+        const givesCarrier = accountCarriers().some(({ account }) => at(body, account.path) !== undefined && at(body, account.path) !== null);
+        const pricingInput = request.body.pricing;
+        const stored = needsCurrentWebhook(request.body.webhook) || givesCarrier || pricingInput ? await store.account.get(orgId) : null;
         const { webhook, generated } = webhookFromInput(request.body.webhook, stored?.webhook ?? null);
-        const sip = sipInput === undefined ? undefined : sipInput === null ? null : mergeSip(sipInput, stored?.sip ?? null);
-        if (sip && 'problem' in sip) {
-          return reply.code(400).send({ error: 'Invalid request', details: [sip.problem] });
+        const carriers = carrierWrites(body, stored);
+        if ('problem' in carriers) {
+          return reply.code(400).send({ error: 'Invalid request', details: [carriers.problem] });
         }
         const settings = await store.account.update(request.organization.id, {
           webhook,
-          twilio: request.body.telephony?.twilio,
           outbound: request.body.outbound,
-          ...(sip !== undefined ? { sip } : {}),
+          ...carriers.write,
+          ...(pricingInput !== undefined ? { pricing: pricingInput === null ? null : applyPricingPatch(stored?.pricing ?? null, pricingInput) } : {}),
         });
         return { account: view(request.organization, settings, generated) };
       },

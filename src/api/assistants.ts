@@ -8,10 +8,11 @@ import {
   type AssistantFields,
   type AssistantPatch,
 } from '../../engine/assistant.js';
-import type { LlmConfig } from '../../engine/schema.js';
+import type { LlmConfig, TtsConfig } from '../../engine/schema.js';
 import type { Store } from '../store/index.js';
 import type { BackgroundAudio } from '../audio/background.js';
 import type { ProviderKeys } from '../providers/keys.js';
+import { keyVariables } from '../providers/registry.js';
 import type { StoredAssistant } from '../store/assistants.js';
 import { generateWebhookSecret, maskSecret, MASKED_SECRET_PROBLEM, restoreMaskedSecret } from '../webhooks/secrets.js';
 import { MASKED_URL_PROBLEM, maskUrlCredentials, restoreMaskedUrl } from '../webhooks/url-credentials.js';
@@ -44,14 +45,20 @@ function mapLlmUrls<T extends LlmConfig | null | undefined>(llm: T, map: (url: s
   return out as T;
 }
 
+/** The voice block with its server's URL (`openai-compatible`'s `base_url`) mapped. */
+function mapTtsUrl<T extends TtsConfig | null | undefined>(tts: T, map: (url: string, path: string) => string): T {
+  if (!tts || tts.base_url === undefined) return tts;
+  return { ...tts, base_url: map(tts.base_url, 'tts_config.base_url') } as T;
+}
+
 /**
- * A write's URLs (webhook, custom-llm server, tools) sent back as they were shown, credentials
+ * A write's URLs (webhook, custom-llm and speech servers, tools) sent back as they were shown, credentials
  * masked, become the stored URLs again, and so does a masked `webhook_secret`; a masked value
  * that matches nothing stored is refused.
  */
 function restoreAssistantUrls<T extends AssistantPatch>(input: T, current: AssistantFields | null): T {
   const stored = current
-    ? [current.webhook_url, current.llm_config?.url, ...(current.llm_config?.tools ?? []).map((t) => t.url)]
+    ? [current.webhook_url, current.llm_config?.url, current.tts_config?.base_url, ...(current.llm_config?.tools ?? []).map((t) => t.url)]
     : [];
   const problems: string[] = [];
   const restore = (url: string, path: string) => {
@@ -67,6 +74,7 @@ function restoreAssistantUrls<T extends AssistantPatch>(input: T, current: Assis
     else out.webhook_secret = secret;
   }
   if (input.llm_config) out.llm_config = mapLlmUrls(input.llm_config, restore);
+  if (input.tts_config) out.tts_config = mapTtsUrl(input.tts_config, restore);
   if (problems.length > 0) throw invalidRequest(problems, 'The assistant is not valid.');
   return out;
 }
@@ -80,6 +88,7 @@ export function assistantView(stored: StoredAssistant, showSecret = false) {
     // credentials in URLs are write-only like the secret (docs/decisions.md, API)
     webhook_url: effective.webhook_url === null ? null : maskUrlCredentials(effective.webhook_url),
     llm_config: mapLlmUrls(effective.llm_config, maskUrlCredentials),
+    tts_config: mapTtsUrl(effective.tts_config, maskUrlCredentials),
     webhook_secret: secret && !showSecret ? maskSecret(secret) : secret,
     created_at: stored.created_at,
     updated_at: stored.updated_at,
@@ -111,7 +120,7 @@ const written = z.object({
   warnings: z
     .array(z.string())
     .describe(
-      'Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: ' +
+      `Providers this assistant needs whose key (${keyVariables().join(', ')}) is not set on this server: ` +
         'the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none.',
     ),
 });
@@ -120,7 +129,6 @@ export const assistantRoutes =
   (store: Store, options: AssistantRoutesOptions = {}): FastifyPluginAsyncZod =>
   async (app) => {
     const tags = ['assistants'];
-    const one = z.object({ assistant: Assistant });
 
     app.post('/assistants', {
       schema: {
@@ -152,11 +160,17 @@ export const assistantRoutes =
     });
 
     app.get('/assistants/:id', {
-      schema: { operationId: 'getAssistant', tags, summary: 'Get an assistant', params: IdParams, response: { 200: one, ...errorResponses } },
+      schema: {
+        operationId: 'getAssistant',
+        tags,
+        summary: 'Get an assistant, with the warnings a write would give (providers whose key this server lacks)',
+        params: IdParams,
+        response: { 200: written, ...errorResponses },
+      },
       handler: async (request) => {
         const stored = await store.assistants.get(request.organization.id, request.params.id);
         if (!stored) throw notFound('assistant', request.params.id);
-        return { assistant: assistantView(stored) };
+        return { assistant: assistantView(stored), warnings: options.keys?.problems(stored.fields, null) ?? [] };
       },
     });
 

@@ -7,6 +7,8 @@ import { invalidApiKey } from './errors.js';
 declare module 'fastify' {
   interface FastifyRequest {
     organization: Organization;
+    /** The id of the API key the request came with (GET /keys marks it). */
+    apiKeyId: string;
   }
 }
 
@@ -14,6 +16,7 @@ const BEARER = /^Bearer[ ]+(\S+)\s*$/i;
 
 export function registerAuth(app: FastifyInstance, keys: KeyRepository): void {
   app.decorateRequest('organization', null as unknown as Organization);
+  app.decorateRequest('apiKeyId', '');
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const header = request.headers.authorization;
     if (header === undefined) {
@@ -23,10 +26,11 @@ export function registerAuth(app: FastifyInstance, keys: KeyRepository): void {
     if (!match) {
       throw invalidApiKey('The Authorization header must be "Bearer <API key>".');
     }
-    const organization = await keys.authenticate(match[1]!);
-    if (!organization) {
+    const found = await keys.identify(match[1]!);
+    if (!found) {
       throw invalidApiKey('The API key is not valid: it is unknown, revoked or malformed.');
     }
-    request.organization = organization;
+    request.organization = found.organization;
+    request.apiKeyId = found.keyId;
   });
 }

@@ -9,7 +9,7 @@ import { CALL_STATUSES, type CallRecord } from '../calls/store.js';
 import { describeCall, type LoggedCallStore } from '../calls/call-log.js';
 import { transcriptText } from '../calls/transcript.js';
 import { decodeCursor, InvalidCursorError, type CallLogEntry } from '../store/calls.js';
-import { ApiError, invalidRequest, notFound } from './errors.js';
+import { ApiError, invalidRequest, notFound, notTaken } from './errors.js';
 import { CallErrorEntry, errorResponses, ErrorBody, IdParams } from './schemas.js';
 import { E164 } from '../../engine/schema.js';
 import { wellFormed } from '../../engine/text.js';
@@ -19,14 +19,16 @@ import type { OutboundCalls } from '../calls/outbound-calls.js';
 import { callExample, placeCallExample, webCallExample } from './examples.js';
 import type { CallService } from '../calls/service.js';
 import { WebTelephony } from '../telephony/web/transport.js';
+import { CARRIERS } from '../telephony/registry.js';
 import { ChatCreateBody } from './chats.js';
+import { CallObservedFields } from './observed.js';
 
 /** `POST /calls/web` takes the body of `POST /chats` (DECISIONS 14). */
 export const WebCallBody = ChatCreateBody.meta({ id: 'WebCallBody', example: webCallExample });
 
 export { CALL_STATUSES };
-/** Phone calls both ways, and web calls (a browser: docs/web-calls.md). */
-export const CALL_TYPES = ['inbound_phone_call', 'outbound_phone_call', 'web_call'] as const;
+/** Phone calls both ways, web calls (a browser: docs/web-calls.md), and the voice tests of test suites (docs/test-suites.md). */
+export const CALL_TYPES = ['inbound_phone_call', 'outbound_phone_call', 'web_call', 'test_call'] as const;
 /** The most customers one `POST /calls` takes (a campaign). */
 export const MAX_CUSTOMERS = 1000;
 
@@ -36,15 +38,33 @@ const CallMessage = z.object({
   time: z.string(),
   seconds_from_start: z.number(),
   node_id: z.string().nullable(),
+  source: z
+    .literal('control')
+    .optional()
+    .describe('"control": a live control said (assistant) or added (system, user) it (POST /calls/{id}/control); absent otherwise'),
 });
 
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
+
+export const CallTransferView = z
+  .object({
+    mode: z.enum(['cold', 'warm']),
+    destination: z.string().describe('E.164'),
+    result: z
+      .enum(['completed', 'no-answer', 'busy', 'declined', 'failed'])
+      .nullable()
+      .describe('null while a warm transfer is under way; a cold transfer the carrier took is completed'),
+    summary: z.string().nullable().describe('warm: the model\'s summary the operator heard ({{summary}}); null for a cold transfer, and with gdpr_mode once the call is over'),
+    operator_answered_at: Timestamp.nullable().describe('warm: when the operator answered'),
+    joined_at: Timestamp.nullable().describe('warm: when the caller and the operator were joined'),
+  })
+  .meta({ id: 'CallTransfer' });
 
 export const Call = z.object({
   id: z.uuid(),
   type: z.enum(CALL_TYPES),
   status: z.enum(CALL_STATUSES),
-  transport: z.string().describe('what carries the call: twilio, sip (a SIP trunk), or web (a browser)'),
+  transport: z.string().describe(`what carries the call: ${CARRIERS.map((c) => `${c.id} (${c.label})`).join(', ')} (docs/carriers.md)`),
   phone_number: z.object({ number: z.string(), name: z.string().nullable() }).nullable().describe('null for a web call'),
   customer: z
     .object({ number: z.string(), name: z.string().nullable().describe('as given to POST /calls; null for inbound calls') })
@@ -83,6 +103,11 @@ export const Call = z.object({
       'GET /calls/{id}/recording, once the call ended recorded (its assistant has recording_consent.enabled and not gdpr_mode); ' +
         'the recording itself is kept RECORDING_RETENTION_DAYS. null when the call was not recorded',
     ),
+  variables: z
+    .record(z.string(), z.union([z.string(), z.number(), z.boolean()]))
+    .describe('the {{variables}} given for the call (POST /calls, POST /calls/web, an assistant-request answer), as given; {} with gdpr_mode'),
+  transfer: CallTransferView.nullable().describe('the call\'s transfer, cold or warm (docs/transfers.md); null when it had none'),
+  ...CallObservedFields,
 }).meta({ id: 'Call', example: callExample });
 
 /** The earliest instant the databases read: PostgreSQL has no year 0 (`0000-01-01` is out of range there). */
@@ -115,10 +140,56 @@ export const CallListQuery = z
     number_id: z.uuid().optional(),
     since: QueryTimestamp.optional().describe(`calls created at or after this time (${EARLIEST_TIME} or later)`),
     until: QueryTimestamp.optional().describe(`calls created before this time (${EARLIEST_TIME} or later)`),
+    customer: z
+      .string()
+      .regex(/^\+?[0-9]{1,15}$/, 'must be digits, optionally after a +, such as 415555 or +1415')
+      .optional()
+      .describe('a search: calls whose customer number contains these digits (web calls have none)'),
   })
   .refine((q) => !q.since || !q.until || Date.parse(q.since) < Date.parse(q.until), {
     path: ['until'],
     message: 'must be later than since',
+  });
+
+/** The default period of `GET /calls/stats`: the last 7 days. */
+const STATS_DAYS = 7;
+
+export const CallStatsQuery = z
+  .strictObject({
+    since: QueryTimestamp.optional().describe(`start of the period (default: ${STATS_DAYS} days before until)`),
+    until: QueryTimestamp.optional().describe('end of the period, excluded (default: now)'),
+  })
+  .refine((q) => !q.since || !q.until || Date.parse(q.since) < Date.parse(q.until), {
+    path: ['until'],
+    message: 'must be later than since',
+  });
+
+export const CallStats = z
+  .object({
+    since: Timestamp,
+    until: Timestamp,
+    calls: z.number().int().describe('calls created in the period'),
+    by_status: z.record(z.string(), z.number().int()).describe("the period's calls by status"),
+    by_ended_reason: z.record(z.string(), z.number().int()).describe("the period's ended calls by ended_reason"),
+    mean_duration_seconds: z.number().nullable().describe('mean of ended_at − started_at over the calls that have both; null when none has'),
+    live: z.number().int().describe('calls ringing, in progress or being forwarded now, whenever they were created'),
+    turn_latency_ms: z
+      .object({ p50: z.number(), p95: z.number(), turns: z.number().int() })
+      .nullable()
+      .describe("p50 and p95 (nearest rank) of the totals of every caller turn of the period's ended calls (each call's turns); null without any"),
+  })
+  .meta({
+    id: 'CallStats',
+    example: {
+      since: '2025-06-01T00:00:00.000Z',
+      until: '2025-06-08T00:00:00.000Z',
+      calls: 412,
+      by_status: { ended: 409, 'in-progress': 3 },
+      by_ended_reason: { 'customer-ended-call': 301, 'assistant-ended-call': 88, 'call-transferred': 17, 'silence-timed-out': 3 },
+      mean_duration_seconds: 94.6,
+      live: 3,
+      turn_latency_ms: { p50: 612, p95: 1180, turns: 2893 },
+    },
   });
 
 /** What the API shows of a call, from the log or a session (`describeCall`). */
@@ -146,6 +217,13 @@ export function callView(c: CallLogEntry) {
     errors: c.errors,
     structured_data: c.structured_data ?? null,
     recording_url: c.recording_ref ?? null,
+    variables: c.variables ?? {},
+    transfer: c.transfer ?? null,
+    trace_id: c.observed?.trace_id ?? null,
+    turns: c.observed?.turns ?? [],
+    turn_latency: c.observed?.turn_latency ?? null,
+    usage: c.observed?.usage ?? null,
+    cost: c.observed?.cost ?? null,
     // the log's type and status are those of the session records it was written from
   } as z.infer<typeof Call>;
 }
@@ -284,13 +362,15 @@ export const callRoutes =
         description:
           'A queued call leaves the queue and a ringing one is canceled at the carrier (`ended_reason` `canceled`); a live ' +
           'call is hung up by the process that runs it (`api-ended-call`; the answer shows it still live, its status-update ' +
-          '`ended` follows). 409 `Call ended` when it is already over.',
+          '`ended` follows). 409 `Call ended` when it is already over. 503 when no process took the word within 5 s ' +
+          '(withdrawn: nothing was done; try again).',
         params: IdParams,
         response: { 202: z.object({ call: Call }), 409: ErrorBody.describe('Call ended'), ...errorResponses },
       },
       handler: async (request, reply) => {
         const outcome = await outbound.end(request.organization.id, request.params.id);
         if (outcome.kind === 'not-found') throw notFound('call', request.params.id);
+        if (outcome.kind === 'not-taken') throw notTaken();
         if (outcome.kind === 'already-ended') {
           throw new ApiError(409, 'Call ended', `The call ended (${outcome.call.ended_reason ?? 'unknown'}) at ${outcome.call.ended_at ?? 'an unknown time'}.`);
         }
@@ -317,7 +397,8 @@ export const callRoutes =
         summary: "The organization's calls, newest first, a page at a time",
         description:
           'Every call kept in the call log (CALL_RETENTION_DAYS), newest first. Pass `next_cursor` as `cursor` for the next page; ' +
-          'it is null on the last page. Filters combine; `since` and `until` bound `created_at`.',
+          'it is null on the last page. Filters combine; `since` and `until` bound `created_at`; `customer` finds the calls ' +
+          'whose customer number contains its digits.',
         querystring: CallListQuery,
         response: {
           200: z.object({
@@ -347,6 +428,25 @@ export const callRoutes =
           }),
         );
         return { calls: views, next_cursor: page.next_cursor };
+      },
+    });
+
+    app.get('/calls/stats', {
+      schema: {
+        operationId: 'getCallStats',
+        tags,
+        summary: "The organization's calls over a period: how many, by status and ended reason, mean duration; live calls now",
+        description: `The period is [since, until) of \`created_at\`; by default the last ${STATS_DAYS} days. \`live\` counts every call not over now.`,
+        querystring: CallStatsQuery,
+        response: { 200: z.object({ stats: CallStats }), ...errorResponses },
+      },
+      handler: async (request) => {
+        const until = request.query.until ? new Date(request.query.until) : new Date();
+        const since = request.query.since ? new Date(request.query.since) : new Date(until.getTime() - STATS_DAYS * 86_400_000);
+        if (!(since < until)) throw invalidRequest(['query.since: must be earlier than until (now, when until is not given)']);
+        await calls.settled(SETTLE_MS);
+        const stats = await calls.callLog.stats(request.organization.id, { since: since.toISOString(), until: until.toISOString() });
+        return { stats: { since: since.toISOString(), until: until.toISOString(), ...stats } };
       },
     });
 

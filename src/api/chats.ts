@@ -62,6 +62,7 @@ const ChatMessage = z.object({
 
 export const Chat = z.object({
   id: z.uuid(),
+  type: z.enum(['chat', 'test_chat']).describe('test_chat: a chat a test suite ran (docs/test-suites.md)'),
   status: z.enum(['active', 'ended']),
   assistant_id: z.uuid(),
   workflow_id: z.uuid().nullable().describe('null when no workflow runs (none named, or the one named is inactive)'),
@@ -86,6 +87,7 @@ const Reply = z
 export function chatView(c: ChatRecord): z.infer<typeof Chat> {
   return {
     id: c.id,
+    type: c.type ?? 'chat',
     status: c.status,
     assistant_id: c.assistant_id,
     workflow_id: c.workflow_id,

@@ -141,6 +141,16 @@ export const unavailable = () =>
     'Retry-After': String(RETRY_AFTER_SECONDS),
   });
 
+/** 503: no process took a call's control word in time; it was withdrawn, nothing was done (DECISIONS 16). */
+export const notTaken = () =>
+  new ApiError(
+    503,
+    'Unavailable',
+    'The process that runs the call did not take the word within 5 s (it may be restarting); it was withdrawn and nothing was done. Try again shortly.',
+    undefined,
+    { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+  );
+
 function toApiError(err: unknown, request: FastifyRequest): ApiError {
   if (err instanceof ApiError) return err;
   if (isOutage(err)) return unavailable();

@@ -1,3 +1,4 @@
+import { DEFAULT_PRICES } from '../observability/pricing.js';
 /**
  * Examples in the OpenAPI document: one front desk (Acme Dental) seen through every resource, as
  * the API really answers (test/api/openapi.test.ts parses each with its schema).
@@ -37,6 +38,7 @@ export const workflowExample = {
   name: 'Front desk',
   is_active: true,
   definition: definitionExample,
+  layout: { greeting: { x: 240, y: 60 }, human: { x: 120, y: 200 }, bye: { x: 360, y: 200 } },
   created_at: CREATED,
   updated_at: CREATED,
 };
@@ -192,7 +194,37 @@ export const callExample = {
   ended_reason: 'assistant-ended-call',
   errors: [],
   structured_data: null,
+  variables: {},
   recording_url: null,
+  transfer: null,
+  trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+  turns: [
+    {
+      node_id: 'greeting',
+      at: '2025-06-02T09:14:10.420Z',
+      latency: { stt: 180.5, endpointing: 500.2, llm_first_token: 310.4, tts_first_audio: 140.8, service: 2.1, total: 612.3 },
+    },
+  ],
+  turn_latency: { p50: 612.3, p95: 612.3 },
+  usage: {
+    stt: [{ provider: 'deepgram', model: 'nova-3', seconds: 9.88 }],
+    llm: [{ provider: 'openai', model: 'gpt-4o-mini', input_tokens: 412, output_tokens: 18 }],
+    tts: [{ provider: 'elevenlabs', model: 'eleven_flash_v2_5', characters: 64 }],
+    realtime: [],
+    carrier: [{ provider: 'twilio', direction: 'inbound', minutes: 0.1647 }],
+  },
+  cost: {
+    currency: 'USD',
+    total: 0.005941,
+    breakdown: [
+      { kind: 'stt', provider: 'deepgram', model: 'nova-3', quantity: 0.164666667, unit: 'minute', unit_price: 0.0077, amount: 0.001268 },
+      { kind: 'llm', provider: 'openai', model: 'gpt-4o-mini', quantity: 0.000412, unit: 'million_input_tokens', unit_price: 0.15, amount: 0.000062 },
+      { kind: 'llm', provider: 'openai', model: 'gpt-4o-mini', quantity: 0.000018, unit: 'million_output_tokens', unit_price: 0.6, amount: 0.000011 },
+      { kind: 'tts', provider: 'elevenlabs', model: 'eleven_flash_v2_5', quantity: 0.000064, unit: 'million_characters', unit_price: 50, amount: 0.0032 },
+      { kind: 'carrier', provider: 'twilio', model: 'inbound', quantity: 0.1647, unit: 'minute', unit_price: 0.0085, amount: 0.0014 },
+    ],
+    prices_read_on: '2026-11-27',
+  },
 };
 
 export const chatCreateExample = {
@@ -205,6 +237,7 @@ export const chatMessageExample = { text: 'I would like to book a cleaning.' };
 
 export const chatExample = {
   id: CHAT_ID,
+  type: 'chat',
   status: 'active',
   assistant_id: ASSISTANT_ID,
   workflow_id: WORKFLOW_ID,
@@ -248,12 +281,27 @@ export const accountExample = {
     secret: 'whsec_…dA==',
     events: ['assistant-request', 'tool-calls', 'status-update', 'end-of-call-report'],
   },
-  telephony: { twilio: { account_sid: 'AC8f3e2d1c0b9a87f6e5d4c3b2a1908f7e', auth_token: '…6789' } },
-  sip: {
-    inbound: { allowed_addresses: ['192.76.120.10', '64.16.250.0/24'], username: null, password_set: false },
-    outbound: { proxy: 'sip:sip.telnyx.com', username: 'acme-dental', password_set: true, caller_id: '+15550100200' },
-  },
+  // each carrier's settings go between these, at their paths (src/api/schemas.ts, from the carriers' examples)
   outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
+  pricing: DEFAULT_PRICES,
 };
 
 export const webCallExample = { assistant_id: ASSISTANT_ID, workflow_id: WORKFLOW_ID, variables: { customer_name: 'Dana' } };
+
+/** The ids the examples share, for the examples of other rooms (src/api/test-suite-examples.ts). */
+export const exampleIds = { workflow: WORKFLOW_ID, assistant: ASSISTANT_ID, chat: CHAT_ID, created: CREATED } as const;
+
+export const apiKeyExample = {
+  id: '6b1e9d3f-4c8a-4f27-b0e5-2a7d9c3e1f48',
+  name: 'CRM integration',
+  prefix: 'sk_live_Q3vX9aLm',
+  created_at: CREATED,
+  revoked_at: null,
+  current: false,
+};
+
+export const apiKeyCreateExample = { name: 'CRM integration' };
+
+export const apiKeyCreatedExample = {
+  key: { ...apiKeyExample, secret: 'sk_live_Q3vX9aLmT0c2bW8nY5rE1uK7pZ4hJ6sD3fG9aQ2xV0c' },
+};

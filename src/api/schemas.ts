@@ -2,11 +2,13 @@
  * Request and response schemas of the REST API, from the engine's schemas. Responses are
  * documented (OpenAPI) but serialized as they are, without a second validation.
  */
+import { PricingPatch, PricingTable } from '../observability/pricing.js';
 import { z } from 'zod';
 import {
   E164,
   HttpUrl,
   LIMITS,
+  NODE_ID_PATTERN,
   WebhookEvents,
   WorkflowDefinition,
   assistantFields,
@@ -14,7 +16,7 @@ import {
 import { wellFormed } from '../../engine/text.js';
 import { AssistantCreate, AssistantPatch } from '../../engine/assistant.js';
 import { storable } from './storable.js';
-import { sipAddressRange, sipProxyProblem } from '../telephony/sip/addresses.js';
+import { accountCarriers, numberProviderDescription, numberProviders } from '../telephony/registry.js';
 import {
   accountExample,
   assistantCreateExample,
@@ -67,11 +69,26 @@ export const CallErrorEntry = z
 const Timestamp = z.string().describe('ISO 8601 UTC timestamp');
 const WorkflowName = wellFormed().min(1).max(LIMITS.nameLength);
 
+const Coordinate = z.number().min(-1_000_000).max(1_000_000);
+
+/** Where the dashboard draws each node (DECISIONS 19): kept beside the definition, never in it. */
+export const WorkflowLayout = z
+  .record(
+    z.string().regex(NODE_ID_PATTERN, 'must be the id of a node of the definition'),
+    z.strictObject({ x: Coordinate, y: Coordinate }),
+  )
+  .describe(
+    'where the dashboard draws each node, by node id: {"<node id>": {"x": number, "y": number}} (the centre, in the ' +
+      "editor's units). Not part of the definition: calls never read it. Entries of nodes the definition does not have " +
+      'are refused on write, and dropped when a new definition removes their node',
+  );
+
 export const WorkflowCreateBody = storable(
   z.strictObject({
     name: WorkflowName,
     definition: DefinitionInput,
     is_active: z.boolean().optional(),
+    layout: WorkflowLayout.optional(),
   }),
 ).meta({ example: workflowCreateExample });
 
@@ -80,6 +97,7 @@ export const WorkflowPatchBody = storable(
     name: WorkflowName.optional(),
     definition: DefinitionInput.optional(),
     is_active: z.boolean().optional(),
+    layout: WorkflowLayout.optional().describe('replaces the whole layout; nodes left out are drawn where the dashboard places them'),
   }),
 );
 
@@ -90,6 +108,7 @@ export const Workflow = z
     name: z.string(),
     is_active: z.boolean(),
     definition: WorkflowDefinition,
+    layout: WorkflowLayout,
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -132,7 +151,7 @@ export const WebhookSettings = z.object({
 const NumberFields = z.strictObject({
   number: E164,
   name: wellFormed().max(LIMITS.nameLength).nullable().optional(),
-  provider: z.enum(['twilio', 'sip']).optional().describe('who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)'),
+  provider: z.enum(numberProviders()).optional().describe(numberProviderDescription()),
   assistant_id: z.uuid().nullable().optional(),
   workflow_id: z.uuid().nullable().optional(),
   webhook: WebhookSettingsInput.nullable().optional(),
@@ -145,7 +164,7 @@ export const PhoneNumber = z.object({
   id: z.uuid(),
   number: z.string(),
   name: z.string().nullable(),
-  provider: z.enum(['twilio', 'sip']),
+  provider: z.enum(numberProviders()),
   assistant_id: z.uuid().nullable(),
   workflow_id: z.uuid().nullable(),
   webhook: WebhookSettings.nullable(),
@@ -153,51 +172,46 @@ export const PhoneNumber = z.object({
   updated_at: Timestamp,
 }).meta({ id: 'PhoneNumber', example: numberExample });
 
-/** An address or a CIDR range (`203.0.113.0/24`, `2001:db8::/32`). */
-const AddressOrRange = wellFormed().max(64).refine((v) => sipAddressRange(v) !== null, {
-  error: 'must be an IPv4 or IPv6 address, or a CIDR range such as 203.0.113.0/24',
-});
-const SipSecret = wellFormed().min(1).max(128).regex(/^[^"\\\r\n]+$/, 'must not contain quotes, backslashes or line breaks');
-const SipUser = wellFormed().min(1).max(64).regex(/^[A-Za-z0-9_.!~*'()&=+$,;?/-]+$/, 'must be a SIP user name (letters, digits and _.!~*\'()&=+$,;?/-)');
+export { SipSettingsInput } from '../telephony/sip/settings.js';
 
-/** A SIP trunk's settings (DECISIONS 15); passwords are write-only (omitted with the same username, the one kept is kept). */
-export const SipSettingsInput = z.strictObject({
-  inbound: z
-    .strictObject({
-      allowed_addresses: z.array(AddressOrRange).max(100).default([]).describe('sources whose INVITEs are taken without credentials'),
-      username: SipUser.optional().describe('digest credentials an INVITE from anywhere else must give'),
-      password: SipSecret.optional(),
-    })
-    .nullable()
-    .optional(),
-  outbound: z
-    .strictObject({
-      proxy: wellFormed().max(256).refine((v) => sipProxyProblem(v) === null, {
-        error: 'must be sip:host[:port][;transport=udp|tcp], e.g. sip:sip.telnyx.com or sip:192.0.2.10:5060;transport=tcp',
-      }),
-      username: SipUser.optional(),
-      password: SipSecret.optional(),
-      caller_id: E164.optional().describe('the From number of calls placed through the trunk (default: the number calling)'),
-    })
-    .nullable()
-    .optional(),
-});
+type CarrierAccount = ReturnType<typeof accountCarriers>[number]['account'];
+
+/**
+ * The carriers' settings in the account's body (src/telephony/registry.ts), each at its path:
+ * `telephony.twilio`, `sip`, … `part` gives one carrier's value at its path (a schema, an
+ * example); a group (`telephony`) is made of its members by `group`.
+ */
+function carrierFields<T>(part: (account: CarrierAccount) => T, group: (shape: Record<string, T>) => T): Record<string, T> {
+  const fields: Record<string, T> = {};
+  const groups: Record<string, Record<string, T>> = {};
+  const order: string[] = [];
+  for (const { account } of accountCarriers()) {
+    const [first, second] = account.path;
+    if (second === undefined) {
+      fields[first] = part(account);
+      order.push(first);
+    } else {
+      if (!groups[first]) {
+        groups[first] = {};
+        order.push(first);
+      }
+      groups[first][second] = part(account);
+    }
+  }
+  return Object.fromEntries(order.map((key) => [key, groups[key] ? group(groups[key]) : fields[key]!]));
+}
+
+/** Values at the carriers' paths, a group an object of its members. */
+const carrierValues = (part: (account: CarrierAccount) => unknown) => carrierFields<unknown>(part, (shape) => shape);
 
 export const AccountPatchBody = storable(
   z.strictObject({
     webhook: WebhookSettingsInput.nullable().optional(),
-    telephony: z
-      .strictObject({
-        twilio: z
-          .strictObject({
-            account_sid: wellFormed().regex(/^AC[0-9a-fA-F]{32}$/, 'must be a Twilio account SID (AC + 32 hex digits)'),
-            auth_token: wellFormed().min(8).max(256),
-          })
-          .nullable()
-          .optional(),
-      })
-      .optional(),
-    sip: SipSettingsInput.nullable().optional(),
+    // each carrier's settings (null clears them), where it declares them
+    ...carrierFields<z.ZodType>(
+      (account) => account.input.nullable().optional(),
+      (shape) => z.strictObject(shape).optional(),
+    ),
     outbound: z
       .strictObject({
         max_concurrent_calls: z
@@ -217,6 +231,9 @@ export const AccountPatchBody = storable(
       .nullable()
       .optional()
       .describe('outbound dialling limits (DECISIONS 11); null restores the defaults'),
+    pricing: PricingPatch.nullable()
+      .optional()
+      .describe('prices for calls\' cost (docs/usage.md): entries given replace the shipped ones, an entry set to null goes back to it; null restores them all'),
   }),
 );
 
@@ -229,19 +246,23 @@ export const Account = z.object({
   id: z.uuid(),
   name: z.string(),
   webhook: WebhookSettings.nullable(),
-  telephony: z.object({
-    twilio: z.object({ account_sid: z.string(), auth_token: z.string() }).nullable(),
-  }),
-  sip: z
-    .object({
-      inbound: z.object({ allowed_addresses: z.array(z.string()), username: z.string().nullable(), password_set: z.boolean() }).nullable(),
-      outbound: z
-        .object({ proxy: z.string(), username: z.string().nullable(), password_set: z.boolean(), caller_id: z.string().nullable() })
-        .nullable(),
-    })
-    .describe('the SIP trunk (DECISIONS 15); passwords are never shown'),
+  ...carrierFields<z.ZodType>(
+    (account) => account.view,
+    (shape) => z.object(shape),
+  ),
   outbound: OutboundLimits.describe('outbound dialling limits, defaults filled in'),
-}).meta({ id: 'Account', example: accountExample });
+  pricing: PricingTable.describe("the prices calls' cost is computed at: the shipped table, with the date its prices were read, the organization's own applied"),
+}).meta({
+  id: 'Account',
+  example: {
+    id: accountExample.id,
+    name: accountExample.name,
+    webhook: accountExample.webhook,
+    ...carrierValues((account) => account.example),
+    outbound: accountExample.outbound,
+    pricing: accountExample.pricing,
+  },
+});
 
 export const errorResponses = {
   400: ErrorBody.meta({ description: 'Invalid request', example: errorExamples[400] }),

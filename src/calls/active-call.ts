@@ -1,6 +1,7 @@
 /** What the call service needs of one live call, whichever way it talks to the caller. */
 import type { AnsweredBy, CallRecord } from './store.js';
 import type { CallError } from '../errors.js';
+import type { ControlOutcome, LiveControl } from './live-control.js';
 
 /**
  * A running call: the call controller with the pipeline backend (STT → model → TTS) or the realtime backend (one realtime
@@ -29,4 +30,6 @@ export interface ActiveCall {
   answeredBy(who: AnsweredBy): void;
   /** A defect inside the call (its code threw): it ends `pipeline-error-switchboard`, never the process. */
   fail(err: unknown, where: string): void;
+  /** A live control (`POST /calls/{id}/control`): applied now, or why not (src/calls/live-control.ts). */
+  control(control: LiveControl): ControlOutcome;
 }

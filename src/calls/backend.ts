@@ -5,7 +5,9 @@
  * realtime speech-to-speech model (src/calls/realtime/backend.ts) and text for chats
  * (src/chats/text-backend.ts). The controller asks (say a line, reply to a model turn, interrupt,
  * the node's offer, close); the backend tells (`BackendEvents`): the caller's input, what was heard
- * of each utterance, the model's reply and transition, a provider's failure. See docs/controller.md.
+ * of each utterance, the model's reply and transition, a provider's failure. A backend with audio
+ * plays it through the call's `Playout` (src/calls/playout.ts), which tells it how far the caller
+ * played each utterance. See docs/controller.md.
  */
 import type { Logger } from 'pino';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
@@ -13,6 +15,7 @@ import type { RunModelCommand } from '../../engine/session.js';
 import type { ModelContext } from '../../engine/prompt.js';
 import type { ProviderOverrides } from '../../engine/compile.js';
 import type { ToolCallOutcome, ToolCallRequest } from './notifier.js';
+import type { TurnEndDetail } from './turn-clock.js';
 
 /** A line the controller asks to be said: an engine `say`, or one of its own (consent, voicemail). */
 export interface LineRequest {
@@ -21,6 +24,8 @@ export interface LineRequest {
   /** The engine's `say_id`; null for the controller's own lines. */
   sayId: string | null;
   nodeId: string | null;
+  /** `control`: a live control asked for it (the record marks its line so). */
+  source?: 'control';
 }
 
 /** What the caller heard of one utterance, once it is over: played whole, cut, or never said. */
@@ -52,6 +57,12 @@ export interface BackendEvents {
   silenceBroken(): void;
   /** The caller gave input (a turn ended, a key): the silence checks start over. */
   callerInput(): void;
+  /**
+   * The caller's turn is over and a reply will be asked for (turn-taking decided, or a realtime
+   * model's VAD): the turn's clock starts. Its words follow as `callerTurn` (a realtime model's
+   * transcript may come after its reply).
+   */
+  turnEnded(detail?: TurnEndDetail): void;
   /** A caller's turn reaches the engine (in order after the reply it answered). */
   callerTurn(text: string): void;
   /**
@@ -97,6 +108,13 @@ export interface BackendContext {
   shield<T extends object>(callbacks: T, where: string): T;
   /** Work started and not waited for: a rejection ends the call. */
   guard(work: Promise<unknown>, where: string): void;
+  /**
+   * The model pressed `keys` (`press_keys`, checked by `keysFrom`): they go to the far end after
+   * the audio pushed so far, then the record and the engine's history say so. Resolves once they
+   * have played (`sent`) or were stopped (`signal`, a clear, the end), with what the model is
+   * told. Absent where there is no keypad (a chat): the function is not offered.
+   */
+  pressKeys?(keys: string, nodeId: string | null, signal?: AbortSignal): Promise<{ sent: boolean; output: string }>;
 }
 
 /** The node the conversation is in, as a realtime model is offered it. */
@@ -135,10 +153,18 @@ export interface ConversationBackend {
   afterReply(apply: () => void): void;
   /** Stops everything but lines that cannot be interrupted (a machine answered: voicemail next). */
   interrupt(): void;
+  /**
+   * Live control (`say` with `interrupt`): cuts what plays as the caller's barge-in would (a tool
+   * node's choice, `choosing`, runs on). Absent: nothing is cut (a chat).
+   */
+  cut?(choosing: boolean): void;
+  /**
+   * Live control (`add-message`): a message is in the engine's history from now. A backend whose
+   * model keeps its own context (realtime) adds it there. Absent: the history is the context.
+   */
+  contextAdded?(role: 'system' | 'user', content: string): void;
   /** Caller audio (μ-law 8 kHz). */
   callerAudio(mulaw: Buffer): void;
-  /** The far end played the audio before this mark. */
-  played(mark: string): void;
   /** Something of ours is pending, playing or running, or the caller is speaking: silence does not count. */
   busy(): boolean;
   /** Stops all; every utterance still open is over (with what was heard of it). */

@@ -14,6 +14,8 @@ import { OutboundPacer, type OutboundSink } from './outbound.js';
 import { Playout } from './playout.js';
 import { callError, ErrorCodes, type CallError } from '../errors.js';
 import type { CallTransport } from './transport.js';
+import type { JoinTap } from './operator-leg.js';
+import type { ListenTap } from './listen.js';
 
 /** Background clips and recordings, shared by every call of the process. */
 export interface CallMedia {
@@ -41,26 +43,32 @@ export interface CallAudioOptions {
 export class CallAudio {
   /** Every frame to the caller, paced. */
   readonly pacer: OutboundPacer;
-  /** What the far end has played, by its marks and by the clock. */
-  readonly playout = new Playout();
+  /** Audio out by utterance, and what the far end has played of each, by its marks and by the clock. */
+  readonly playout: Playout;
   /** Between the transport's audio format and the providers' μ-law 8 kHz; null when they are the same. */
   private readonly bridge: AudioBridge | null;
   /** The call's recording, when its assistant asks for consent (DECISIONS 13). */
   private readonly recorder: CallRecorder | null;
+  /** Listen-in (src/calls/listen.ts): both sides' audio, only while someone listens. */
+  listen: ListenTap | null = null;
 
   constructor(private readonly o: CallAudioOptions) {
     const { transport } = o;
     this.bridge = AudioBridge.for(transport.audioFormat);
     const bridge = this.bridge;
     const send = bridge ? (frame: Buffer) => transport.sendAudio(bridge.fromProviders(frame)) : (frame: Buffer) => transport.sendAudio(frame);
+    // keys go the transport's own way where it has one (SIP's telephone-events), else as their tones
+    const sendKey = transport.sendKeyFrame?.bind(transport);
     this.recorder = this.startRecording();
     const recorder = this.recorder;
     const onSpeechFrame = o.onSpeechFrame;
     this.pacer = new OutboundPacer(
       o.shield({
-        sendFrame: (frame, speech) => {
-          send(frame);
+        sendFrame: (frame, speech, key) => {
+          if (key && sendKey) sendKey(key, bridge ? bridge.fromProviders(frame) : frame);
+          else send(frame);
           recorder?.heard(frame, this.pacer.slot);
+          this.listen?.heard(frame, this.pacer.slot);
           // the background alone is not the reply: the first frame of speech closes the turn
           if (speech && onSpeechFrame) onSpeechFrame();
         },
@@ -70,22 +78,45 @@ export class CallAudio {
           transport.mark(name);
         },
         sendClear: () => {
-          this.playout.cleared();
           transport.clear();
           recorder?.cleared();
+          this.listen?.cleared();
         },
       }),
       undefined,
       undefined,
       transport.framesPerMessage,
     );
+    this.playout = new Playout(this.pacer);
   }
 
   /** Caller audio in the transport's format, as the providers take it (and into the recording). */
   fromCaller(frame: Buffer): Buffer {
     const mulaw = this.bridge ? this.bridge.toProviders(frame) : frame;
     this.recorder?.caller(mulaw);
+    this.listen?.caller(mulaw);
     return mulaw;
+  }
+
+  /**
+   * After a warm transfer's join, the audio relayed between the caller and the operator goes on
+   * into the recording (left the caller, right the operator); undefined when the call is not recorded.
+   */
+  relayTap(): JoinTap | undefined {
+    const recorder = this.recorder;
+    if (!recorder) return undefined;
+    // the operator's frames arrive as the network brings them: laid end to end, as the caller's
+    // are (realigned to the clock when they fall behind), so that jitter does not tear them apart
+    let at = -1;
+    return {
+      caller: (mulaw) => recorder.caller(mulaw),
+      operator: (mulaw) => {
+        const now = performance.now();
+        if (at < now - 1_000 || at > now + 200) at = now;
+        recorder.heard(mulaw, at);
+        at += mulaw.length / 8;
+      },
+    };
   }
 
   /**

@@ -59,13 +59,19 @@ export function describeCall(record: CallRecord, definitionHash = definitionHash
     errors: [...record.errors],
     structured_data: structuredClone(record.structured_data ?? null),
     recording_ref: record.recording_url ?? null,
+    variables: { ...record.variables },
+    transfer: record.transfer ? { ...record.transfer } : null,
+    observed: record.observed ? structuredClone(record.observed) : null,
   };
 }
 
 /** What the log keeps of a call: `describeCall`, with no messages under `gdpr_mode`. */
 export function callLogEntry(record: CallRecord, definitionHash?: string | null): CallLogEntry {
   const entry = describeCall(record, definitionHash === undefined ? definitionHashOf(record) : definitionHash);
-  if (isGdprCall(record)) entry.messages = [];
+  if (isGdprCall(record)) {
+    entry.messages = [];
+    entry.variables = {};
+  }
   return entry;
 }
 
@@ -96,6 +102,9 @@ export function recordFromLog(e: CallLogEntry): CallRecord {
     ended_at: e.ended_at,
     ended_reason: e.ended_reason,
     errors: [...e.errors],
+    variables: { ...e.variables },
+    transfer: e.transfer ?? null,
+    observed: e.observed ?? null,
     worker_id: null,
     heartbeat_at: null,
   };

@@ -20,7 +20,14 @@ import { RealtimeBackend } from './realtime/backend.js';
 import type { CallRecord, CallStore } from './store.js';
 import type { TurnLatency } from './latency.js';
 import { TurnClock } from './turn-clock.js';
+import { timedProviders } from './timed-providers.js';
+import { meteredProviders } from './metered-providers.js';
+import { CallObserver } from '../observability/call-observer.js';
+import type { PriceTable } from '../observability/pricing.js';
+import { tracedToolCalls } from '../observability/traced-tools.js';
 import type { CallTransport } from './transport.js';
+import { warmTransferKit } from './warm-transfer.js';
+import type { ListenHub } from './listen.js';
 
 export type { CallMedia } from './call-audio.js';
 
@@ -34,6 +41,10 @@ export interface CallDeps {
   onEnded?(call: CallRecord): void;
   /** What a call plays and keeps beside the conversation (DECISIONS 13); absent: neither. */
   media?: CallMedia;
+  /** The organization's prices, for the call's cost (absent or failing: no cost). */
+  pricing?(organizationId: string): Promise<PriceTable>;
+  /** Listen-in (src/calls/listen.ts): the call is registered there from its start; absent: nobody can listen. */
+  listen?: ListenHub;
 }
 
 /**
@@ -76,13 +87,25 @@ export function createCall(record: CallRecord, transport: CallTransport, deps: C
 
   // the controller is made below; what the ledger, the clock and the pacer tell reaches it then
   let controller: CallController<CallRecord> | null = null;
-  const observe = transport.observe ? (event: Parameters<CallController<CallRecord>['observed']>[0]) => controller?.observed(event) : null;
+  let audio: CallAudio | null = null;
+  // listeners (POST /calls/{id}/listen) get a tap on the audio path while they listen, and the events a browser gets
+  const listened = deps.listen?.register(record, (tap) => {
+    if (audio) audio.listen = tap;
+  });
+  const observe =
+    transport.observe || listened ? (event: Parameters<CallController<CallRecord>['observed']>[0]) => controller?.observed(event) : null;
+  // its usage, turns, spans and cost (src/observability/)
+  const observer = new CallObserver(record);
   const ledger = new CallLedger(record, {
     store: deps.store,
     notifier: deps.notifier,
     log,
     ...(deps.onEnded ? { onEnded: deps.onEnded } : {}),
     onFailure: (err, where) => controller?.fail(err, where),
+    onClosing: async (r) => {
+      const prices = deps.pricing ? await deps.pricing(r.organization_id).catch(() => null) : null;
+      r.observed = observer.finish(r, prices);
+    },
     ...(observe
       ? {
           onMessage: (message) => observe({ type: 'message', message }),
@@ -90,18 +113,21 @@ export function createCall(record: CallRecord, transport: CallTransport, deps: C
         }
       : {}),
   });
-  // a far end that shows the call (a browser) gets each turn's figures as well
-  const onTurnLatency = observe
-    ? (latency: TurnLatency) => {
-        deps.onTurnLatency?.(latency);
-        observe({ type: 'latency', latency });
-      }
-    : deps.onTurnLatency;
-  let audio: CallAudio | null = null;
+  // each turn's figures go to the call's record (turns), the runtime's metrics and a far end that
+  // shows the call (a browser)
+  const onTurnLatency = (latency: TurnLatency) => {
+    observer.turnReported(latency);
+    deps.onTurnLatency?.(latency);
+    observe?.({ type: 'latency', latency });
+  };
   const turnClock = new TurnClock({
     callId: record.id,
     onTurnLatency,
-    onTurnBegin: observe ? (nodeId) => observe({ type: 'turn', node_id: nodeId }) : undefined,
+    onTurnBegin: (nodeId, at, detail) => {
+      observer.turnBegan(nodeId, at, detail);
+      observe?.({ type: 'turn', node_id: nodeId });
+    },
+    onTurnDropped: () => observer.turnDropped(),
     outbound: () => audio!.pacer.stats,
   });
   const onSpeechFrame = turnClock.reporting ? () => turnClock.frameSent() : undefined;
@@ -116,7 +142,18 @@ export function createCall(record: CallRecord, transport: CallTransport, deps: C
     ...(onSpeechFrame ? { onSpeechFrame } : {}),
     shield: (sink) => shielded(sink, 'media out', (err, where) => controller?.fail(err, where)),
   });
-  const pacer = audio.pacer;
+  const playout = audio.playout;
+  // the turn clock hears of the providers (wrapped), the conversation (a turn ended) and the playout
+  // and what each uses is metered (and traced)
+  const providers = meteredProviders(timedProviders(deps.providers, turnClock), observer);
+  if (turnClock.reporting) {
+    playout.listen({
+      audioStarted: () => {
+        turnClock.modelReady();
+        turnClock.audioStarted();
+      },
+    });
+  }
   controller = new CallController<CallRecord>({
     record,
     assistant,
@@ -127,11 +164,14 @@ export function createCall(record: CallRecord, transport: CallTransport, deps: C
     transport,
     audio,
     timed: true,
-    callTools: (calls, options) => deps.notifier.toolCalls(record, calls, options),
+    onTurnEnded: (nodeId, detail) => turnClock.begin(nodeId, undefined, detail),
+    callTools: tracedToolCalls((calls, options) => deps.notifier.toolCalls(record, calls, options), observer),
+    warmTransfer: warmTransferKit(assistant, deps.providers, record.phone_number?.number ?? null),
+    ...(listened ? { onObserved: (event: Parameters<CallController<CallRecord>['observed']>[0]) => listened.observed(event) } : {}),
     backend: (context) =>
       assistant.realtime
-        ? new RealtimeBackend(context, { providers: deps.providers, pacer, turnClock, globalPrompt: definition.global_prompt ?? '' })
-        : new PipelineBackend(context, { providers: deps.providers, pacer, turnClock }),
+        ? new RealtimeBackend(context, { providers, playout, globalPrompt: definition.global_prompt ?? '' })
+        : new PipelineBackend(context, { providers, playout }),
   });
   return controller;
 }

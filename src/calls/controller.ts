@@ -7,7 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { createCallSession, restoreCallSession, type CallSession, type Command } from '../../engine/session.js';
-import type { CallEvent, SilencePolicy } from '../../engine/compile.js';
+import type { CallEvent } from '../../engine/compile.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import { buildModelContext } from '../../engine/prompt.js';
@@ -15,11 +15,16 @@ import type { ProviderError } from '../providers/types.js';
 import { callError, callErrorFrom, endedReasonFor, ErrorCodes, type CallError } from '../errors.js';
 import type { BackendContext, BackendEvents, CommandHint, ConversationBackend, Heard, LineRequest, NodeView, ToolCaller } from './backend.js';
 import type { CallAudio } from './call-audio.js';
-import type { ConversationLog } from './conversation.js';
+import type { Conversation, ConversationLog } from './conversation.js';
+import { applyControl, type ControlOutcome, type LiveControl } from './live-control.js';
+import type { TurnEndDetail } from './turn-clock.js';
 import { toolOutput } from './model-turn.js';
+import { keysNotSent, keysSent, keysSentLine, playKeys } from './keypad.js';
+import { silencePolicy } from './silence.js';
 import { shielded } from './shield.js';
 import type { AnsweredBy } from './store.js';
 import type { CallObservation, CallTransport } from './transport.js';
+import { coldTransfer, startWarmTransfer, warmTransferLost, type WarmTransfer, type WarmTransferHost, type WarmTransferKit } from './warm-transfer.js';
 
 /** What a controller runs: made by `createCall` (src/calls/call.ts) or a chat's turn. */
 export interface ConversationSpec<R> {
@@ -40,8 +45,14 @@ export interface ConversationSpec<R> {
   callTools: ToolCaller;
   /** A defect fails the turn (`idle()` rejects with it: a chat's request answers the error) instead of ending the conversation. */
   rejectOnDefect?: boolean;
+  /** The caller's turn ended in `nodeId` (the turn clock starts). */
+  onTurnEnded?(nodeId: string | null, detail: TurnEndDetail): void;
+  /** What the transport is told of the call (`observed`), for its listeners too (src/calls/listen.ts). */
+  onObserved?(event: CallObservation): void;
   /** Makes the backend, given what the controller offers it. */
   backend(context: BackendContext): ConversationBackend;
+  /** What a warm transfer needs of the call's providers (a phone or web call's). */
+  warmTransfer?: WarmTransferKit;
 }
 
 export class CallController<R extends { id: string }> {
@@ -50,6 +61,8 @@ export class CallController<R extends { id: string }> {
   private readonly assistant: EffectiveAssistant;
   private readonly definition: WorkflowDefinition;
   private readonly conversation: ConversationLog;
+  /** The conversation's one list: the engine's history, and the record's lines (conversation.ts). */
+  private readonly lines: Conversation;
   private readonly transport: CallTransport | null;
   private readonly audioPath: CallAudio | null;
   private readonly backend: ConversationBackend;
@@ -64,6 +77,8 @@ export class CallController<R extends { id: string }> {
   private silencePrompts = 0;
   /** The transfer under way: `null` once it succeeded, else the ended reason its failure gives. */
   private transferring: Promise<string | null> | null = null;
+  /** The warm transfer under way (src/calls/warm-transfer.ts). */
+  private warm: WarmTransfer | null = null;
   private silenceTimer: NodeJS.Timeout | null = null;
   private silenceHardTimer: NodeJS.Timeout | null = null;
   /** Settles once the backend has started (or failed to): a voicemail line waits for it. */
@@ -81,6 +96,7 @@ export class CallController<R extends { id: string }> {
     this.assistant = spec.assistant;
     this.definition = spec.definition;
     this.conversation = spec.conversation;
+    this.lines = spec.conversation.conversation;
     this.transport = spec.transport;
     this.audioPath = spec.audio;
     this.backend = spec.backend({
@@ -91,6 +107,7 @@ export class CallController<R extends { id: string }> {
       engineStarted: () => this.engineStarted,
       shield: (callbacks, where) => this.shielded(callbacks, where),
       guard: (work, where) => this.guard(work, where),
+      ...(this.audioPath ? { pressKeys: (keys: string, nodeId: string | null, signal?: AbortSignal) => this.pressKeys(keys, nodeId, signal) } : {}),
     });
     this.audioPath?.startBackground(() => this.ended);
   }
@@ -115,6 +132,7 @@ export class CallController<R extends { id: string }> {
     }
     this.engineStarted = true;
     this.carryOut(this.session.start());
+    if (resumeFrom !== undefined && this.session.state().awaiting === 'transfer') warmTransferLost(this.warmHost());
     this.armSilence();
   }
 
@@ -135,8 +153,8 @@ export class CallController<R extends { id: string }> {
     // a cut line arms the silence checks as it settles; the key press is the caller's answer
     this.disarmSilence();
     this.backend.afterReply(() => {
-      this.conversation.message('user', `DTMF: ${digit}`, this.session.state().node_id);
-      this.dispatch({ type: 'dtmf', digits: digit }, { dtmf: digit });
+      const line = { role: 'user' as const, content: `DTMF: ${digit}`, nodeId: this.session.state().node_id };
+      this.lines.through(line, () => this.dispatch({ type: 'dtmf', digits: digit }, { dtmf: digit }));
     });
   }
 
@@ -148,7 +166,6 @@ export class CallController<R extends { id: string }> {
   /** The far end has played the audio before this progress mark. */
   played(name: string): void {
     this.audioPath?.playout.echoed(name);
-    this.backend.played(name);
   }
 
   /**
@@ -210,14 +227,46 @@ export class CallController<R extends { id: string }> {
     void this.end(endedReasonFor(error), { hangUp: true });
   }
 
-  /** Ends the call from outside (shutdown grace over, worker decisions). */
+  /** Ends the call from outside (shutdown grace over, worker decisions); joined to an operator, both legs are hung up. */
   async terminate(reason: string, note?: CallError): Promise<void> {
     if (note && !this.ended) this.conversation.error(note);
+    if (this.ended) void this.warm?.legs?.hangUp();
     await this.end(reason, { hangUp: true });
   }
 
   isEnded(): boolean {
     return this.ended;
+  }
+
+  /** A live control (`POST /calls/{id}/control`), applied now: src/calls/live-control.ts. */
+  control(control: LiveControl): ControlOutcome {
+    return applyControl(control, {
+      state: () => (this.ended || this.leavingVoicemail ? 'ending' : !this.engineStarted ? 'opening' : this.session.state().status === 'active' ? 'live' : 'ending'),
+      cut: () => this.backend.cut?.(this.session.state().awaiting === 'model_choice'),
+      interrupt: () => this.backend.interrupt(),
+      send: (event, stopFirst) => {
+        const commands = this.session.send(event);
+        const refused = commands.find((c) => c.type === 'event_rejected');
+        if (refused?.type === 'event_rejected') return refused;
+        if (stopFirst) this.backend.interrupt();
+        // the call ends with the control's line: no operator is left ringing or waiting
+        if (event.type === 'control.end') this.warm?.stop();
+        this.carryOut(commands);
+        // the record shows the node at once (the answer to the control reads it)
+        if (!this.ended) this.conversation.noteNode(this.session);
+        return null;
+      },
+      contextAdded: (role, content) => this.backend.contextAdded?.(role, content),
+      endNow: () => void this.terminate('api-ended-call'),
+    });
+  }
+
+  /**
+   * Something of ours is still under way: a line queued or playing, a response or a tool round of
+   * the backend, a tool node (a test suite's voice test waits for it: src/suites/voice-test.ts).
+   */
+  busy(): boolean {
+    return !this.ended && (this.running > 0 || this.backend.busy());
   }
 
   /** Nothing runs any more: the engine waits for the caller, or the conversation has ended (a chat's turn is over). */
@@ -245,14 +294,13 @@ export class CallController<R extends { id: string }> {
         this.silencePrompts = 0;
         this.disarmSilence();
       },
+      turnEnded: (detail = {}) => this.spec.onTurnEnded?.(this.session ? this.session.state().node_id : null, detail),
       callerTurn: (text) => this.callerTurn(text),
-      replied: (text, nodeId, recorded = false) => {
-        if (!recorded) this.conversation.message('assistant', text, nodeId);
-        this.dispatch({ type: 'model.replied', text });
-      },
-      wrote: (text, nodeId) => this.conversation.message('assistant', text, nodeId),
+      replied: (text, nodeId, recorded = false) =>
+        this.lines.through(recorded ? null : { role: 'assistant', content: text, nodeId }, () => this.dispatch({ type: 'model.replied', text })),
+      wrote: (text, nodeId) => this.lines.line({ role: 'assistant', content: text, nodeId }),
       choseTransition: (name, nodeId, answer) => this.choseTransition(name, nodeId, answer),
-      toolResult: (name, content, nodeId) => this.conversation.message('tool', content, nodeId, name),
+      toolResult: (name, content, nodeId) => this.lines.line({ role: 'tool', content, nodeId, toolName: name }),
       callTools: this.spec.callTools,
       settled: () => {
         this.armSilence();
@@ -269,9 +317,8 @@ export class CallController<R extends { id: string }> {
     // words over the opening lines come before the conversation has begun
     if (!this.engineStarted) return;
     this.log.debug({ text }, 'caller turn');
-    this.conversation.message('user', text, this.session.state().node_id);
     this.disarmSilence();
-    this.dispatch({ type: 'caller.said', text });
+    this.lines.through({ role: 'user', content: text, nodeId: this.session.state().node_id }, () => this.dispatch({ type: 'caller.said', text }));
   }
 
   private choseTransition(name: string, nodeId: string, answer?: (rejected: string | null, active: boolean) => void): void {
@@ -304,7 +351,8 @@ export class CallController<R extends { id: string }> {
     return {
       tools: this.assistant.llm_config.tools ?? [],
       end_call_message: this.assistant.speech_config.end_call_message,
-      silence: this.silencePolicy(),
+      silence: silencePolicy(this.assistant),
+      history: this.lines,
     };
   }
 
@@ -337,12 +385,14 @@ export class CallController<R extends { id: string }> {
   /** The one switch over the engine's commands. */
   private carryOut(commands: Command[], hint: CommandHint = {}): void {
     if (this.leavingVoicemail) return;
+    /** The lines of this batch: a warm transfer joins the operator once they are over. */
+    const lines: Promise<void>[] = [];
     for (const command of commands) {
       this.log.debug({ command: command.type, node: 'node_id' in command ? command.node_id : undefined }, 'engine command');
       if (this.ended) return;
       switch (command.type) {
         case 'say':
-          this.say({ text: command.text, interruptible: command.interruptible, sayId: command.say_id, nodeId: command.node_id });
+          lines.push(this.say({ text: command.text, interruptible: command.interruptible, sayId: command.say_id, nodeId: command.node_id, ...(command.source ? { source: command.source } : {}) }));
           break;
         case 'set_provider_overrides': {
           const { type: _t, node_id: _n, ...blocks } = command;
@@ -357,7 +407,10 @@ export class CallController<R extends { id: string }> {
           this.guard(this.callToolNode(command), 'tool node');
           break;
         case 'transfer':
-          this.transferring = this.transfer(command.destination);
+          this.transferring = coldTransfer(command.destination, this.transport, this.conversation, this.log);
+          break;
+        case 'warm_transfer':
+          this.warm = startWarmTransfer(this.warmHost(), command, Promise.all(lines).then(() => undefined));
           break;
         case 'hang_up':
           void this.end(command.reason, { hangUp: command.reason !== 'call-transferred' });
@@ -372,8 +425,13 @@ export class CallController<R extends { id: string }> {
   }
 
   /** An engine line; once over, the record and the engine's history get what the caller heard of it. */
-  private say(line: LineRequest): void {
-    this.backend.say(line, (heard) => this.lineOver(line, heard));
+  private say(line: LineRequest): Promise<void> {
+    return new Promise((resolve) =>
+      this.backend.say(line, (heard) => {
+        resolve();
+        this.lineOver(line, heard);
+      }),
+    );
   }
 
   /** One of the controller's own lines (consent, the outbound first line, voicemail); resolves once over. */
@@ -381,15 +439,16 @@ export class CallController<R extends { id: string }> {
     const asked = this.backend.ownLinesRecordedWhenAsked;
     return new Promise((resolve) => {
       this.backend.say({ text, interruptible: false, sayId: null, nodeId: null }, (heard) => {
-        if (!asked && heard.text) this.conversation.message('assistant', heard.text, null);
+        if (!asked && heard.text) this.lines.line({ role: 'assistant', content: heard.text, nodeId: null });
         resolve();
       });
-      if (asked) this.conversation.message('assistant', text, null);
+      if (asked) this.lines.line({ role: 'assistant', content: text, nodeId: null });
     });
   }
 
   private lineOver(line: LineRequest, heard: Heard): void {
-    if (heard.text) this.conversation.message('assistant', heard.text, line.nodeId);
+    if (line.sayId !== null) this.lines.spoken(line.sayId, heard.text, heard.complete);
+    else if (heard.text) this.lines.line({ role: 'assistant', content: heard.text, nodeId: line.nodeId, ...(line.source ? { source: line.source } : {}) });
     if (line.sayId !== null) {
       this.dispatch({ type: 'assistant.done_speaking', say_id: line.sayId, ...(heard.complete ? {} : { heard: heard.text }) });
     }
@@ -403,32 +462,24 @@ export class CallController<R extends { id: string }> {
       { url: command.url, nodeId: command.node_id },
     );
     if (this.ended) return;
-    this.conversation.message('tool', toolOutput(outcome), command.node_id, command.tool_name);
-    if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: command.tool_call_id, result: outcome.result });
-    else this.dispatch({ type: 'tool.failed', tool_call_id: command.tool_call_id, error: outcome?.error ?? 'no result' });
+    const line = { role: 'tool' as const, content: toolOutput(outcome), nodeId: command.node_id, toolName: command.tool_name };
+    this.lines.through(line, () => {
+      if (outcome && 'result' in outcome) this.dispatch({ type: 'tool.result', tool_call_id: command.tool_call_id, result: outcome.result });
+      else this.dispatch({ type: 'tool.failed', tool_call_id: command.tool_call_id, error: outcome?.error ?? 'no result' });
+    });
+  }
+
+  /** The model's `press_keys`: the keys played whole are a line of the record and of the engine's history. */
+  private async pressKeys(keys: string, nodeId: string | null, signal?: AbortSignal): Promise<{ sent: boolean; output: string }> {
+    if (this.ended || this.leavingVoicemail || !this.audioPath) return { sent: false, output: keysNotSent('the call is ending; no key was sent') };
+    const sent = await playKeys(this.audioPath.playout, keys, signal);
+    if (!sent || this.ended) return { sent: false, output: keysNotSent('the keys were stopped before they had all been sent') };
+    this.lines.through({ role: 'assistant', content: keysSentLine(keys), nodeId }, () => this.dispatch({ type: 'model.replied', text: keysSentLine(keys) }));
+    return { sent: true, output: keysSent(keys) };
   }
 
   // ------------------------------------------------------------------------------------------
   // silence (DECISIONS 13)
-
-  /**
-   * What the engine does on `timer.silence`. `autonomous_silence_handling`: the checks of
-   * `speech_config.silence` (the model writes each check-in when `messages` is empty). Without it
-   * there are no check-ins: the first check is the last, and says `end_call_message`.
-   */
-  private silencePolicy(): SilencePolicy {
-    const speech = this.assistant.speech_config;
-    if (!this.assistant.autonomous_silence_handling) {
-      return { messages: [], final_message: speech.end_call_message || null, max_attempts: 0 };
-    }
-    const { messages, final_message, max_attempts } = speech.silence;
-    return { messages, final_message, max_attempts };
-  }
-
-  /** Nothing of ours is still to be heard and the caller is not speaking: silence counts. */
-  private silenceCounts(): boolean {
-    return !this.backend.busy();
-  }
 
   /**
    * Silence checks (`speech_config.silence`) and the hard `silence_timeout_seconds`, while the
@@ -437,7 +488,7 @@ export class CallController<R extends { id: string }> {
    */
   private armSilence(): void {
     if (!this.spec.timed || this.ended || this.leavingVoicemail || !this.engineStarted) return;
-    if (!this.silenceCounts() || this.session.state().awaiting !== 'caller') return;
+    if (!!this.backend.busy() || this.session.state().awaiting !== 'caller') return;
     this.disarmSilence();
     const policy = this.assistant.speech_config.silence;
     const autonomous = this.assistant.autonomous_silence_handling;
@@ -445,7 +496,7 @@ export class CallController<R extends { id: string }> {
       this.silenceTimer = setTimeout(() => {
         this.silenceTimer = null;
         try {
-          if (!this.silenceCounts()) return;
+          if (!!this.backend.busy()) return;
           this.silencePrompts++;
           this.dispatch({ type: 'timer.silence' });
           if (!this.ended && autonomous) fire(policy.interval_seconds * 1000);
@@ -506,27 +557,32 @@ export class CallController<R extends { id: string }> {
     await this.sayOwn(text);
   }
 
-  /** Moves the call (`forwarding`); resolves to `null` once done, else the ended reason its failure gives. */
-  private async transfer(destination: string): Promise<string | null> {
-    if (!this.transport) {
-      // a chat has nothing to dial: the `hang_up` that follows ends it `call-transferred`
-      this.log.debug({ destination }, 'transfer node reached; the conversation ends');
-      return null;
-    }
-    this.conversation.forwarding(destination);
-    try {
-      await this.transport.transfer(destination);
-      return null;
-    } catch (err) {
-      this.log.error({ err }, 'transfer failed');
-      const error = callErrorFrom(err, ErrorCodes.TRANSFER_FAILED, { message: `transfer: ${(err as Error).message}`, provider: this.transport.kind });
-      this.conversation.error(error);
-      return endedReasonFor(error);
-    }
+  /** What a warm transfer (src/calls/warm-transfer.ts) has of the call. */
+  private warmHost(): WarmTransferHost {
+    return {
+      transport: this.transport,
+      kit: this.spec.warmTransfer,
+      audio: this.audioPath,
+      log: this.log,
+      conversation: this.conversation,
+      history: () => this.session.history(),
+      destination: () => this.session.state().transfer_destination ?? '',
+      ended: () => this.ended,
+      outcome: (result) => this.dispatch({ type: 'transfer.result', result }),
+      joined: (legs) => (this.transferring = legs.ended.then(() => null)),
+      guard: (work, where) => this.guard(work, where),
+    };
   }
 
   /** Tells the transport what happened, if it observes the call; what it throws is logged, never more. */
   observed(event: CallObservation): void {
+    if (this.spec.onObserved) {
+      try {
+        this.spec.onObserved(event);
+      } catch (err) {
+        this.log.warn({ err, event: event.type }, 'the call\'s listeners could not take a call event');
+      }
+    }
     if (!this.transport?.observe) return;
     try {
       this.transport.observe(event);
@@ -543,6 +599,8 @@ export class CallController<R extends { id: string }> {
   private end(reason: string, options: { hangUp: boolean }): Promise<void> {
     if (this.ended) return this.ending ?? Promise.resolve();
     this.ended = true;
+    // a warm transfer not yet joined stops: no operator is left ringing or waiting
+    this.warm?.stop();
     this.ending = this.endSequence(reason, options);
     void this.ending.finally(() => this.checkIdle());
     return this.ending;
@@ -562,7 +620,7 @@ export class CallController<R extends { id: string }> {
     });
     // audio whose time has passed was heard, echoed or not (a far end that hung up, or never echoes)
     await step('played', () => {
-      for (const name of this.audioPath?.playout.due(performance.now()) ?? []) this.backend.played(name);
+      this.audioPath?.playout.settleDue(performance.now());
     });
     await step('release', () => this.backend.close());
     await step('audio', () => this.audioPath?.pacer.close());

@@ -25,8 +25,9 @@
  * earlier attempt may have reached the carrier.
  */
 import { Queue, Worker, DelayedError, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { RedisConnections } from '../redis.js';
 import {
   DEFAULT_FULL_RECHECK_MS,
   DEFAULT_RETRY_DELAYS_MS,
@@ -40,9 +41,9 @@ import {
   type OutboundJob,
 } from './dialer.js';
 
-export interface BullMqDialerOptions extends DialerOptions {
-  redisUrl: string;
-}
+export type BullMqDialerOptions = DialerOptions &
+  // the process's Redis owner (the runtime's), or a URL for an owner of the dialer's own (tools, tests)
+  ({ redis: RedisConnections; redisUrl?: string | undefined } | { redisUrl: string; redis?: undefined });
 
 /** How long `done` and `removed` marks and attempt counts are kept. */
 const MARK_TTL_MS = 24 * 60 * 60_000;
@@ -281,6 +282,9 @@ export class BullMqDialer implements Dialer {
   private readonly queue: Queue<QueuedJob>;
   private worker: Worker<QueuedJob> | null = null;
   private readonly redis: DialerRedis;
+  /** The owner of its connections; closed with the dialer when it is the dialer's own. */
+  private readonly connections: RedisConnections;
+  private readonly ownConnections: boolean;
   private readonly logger: Logger;
   private readonly queueName: string;
   private readonly prefix: string;
@@ -304,7 +308,10 @@ export class BullMqDialer implements Dialer {
     this.staleSlotMs = options.staleSlotMs ?? DEFAULT_STALE_SLOT_MS;
     this.fullRecheckMs = options.fullRecheckMs ?? DEFAULT_FULL_RECHECK_MS;
     this.claimMs = options.dialClaimMs ?? 60_000;
-    this.redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null }) as DialerRedis;
+    this.ownConnections = !options.redis;
+    this.connections = options.redis ?? new RedisConnections(options.redisUrl!, options.logger);
+    // the slot scripts', the queue's and the worker's connections, each its own as ever, all the owner's
+    this.redis = this.connections.open(`dialer:${this.queueName}`, { maxRetriesPerRequest: null }) as DialerRedis;
     this.redis.on('error', (err) => this.logger.warn({ err }, 'dialer: Redis error'));
     this.redis.defineCommand('sbAcquire', { numberOfKeys: 7, lua: ACQUIRE_SCRIPT });
     this.redis.defineCommand('sbFinish', { numberOfKeys: 5, lua: FINISH_SCRIPT });
@@ -314,7 +321,7 @@ export class BullMqDialer implements Dialer {
     this.redis.defineCommand('sbRelease', { numberOfKeys: 3, lua: RELEASE_SCRIPT });
     this.redis.defineCommand('sbReclaim', { numberOfKeys: 1, lua: RECLAIM_SCRIPT });
     this.queue = new Queue<QueuedJob>(this.queueName, {
-      connection: { url: options.redisUrl, maxRetriesPerRequest: null },
+      connection: this.connections.forBullMq(`dialer:${this.queueName}:queue`),
       prefix: this.prefix,
       defaultJobOptions: {
         removeOnComplete: true,
@@ -425,7 +432,7 @@ export class BullMqDialer implements Dialer {
     if (this.worker) return;
     this.hooks = hooks;
     this.worker = new Worker<QueuedJob>(this.queueName, (job, token) => this.process(job, token), {
-      connection: { url: this.options.redisUrl, maxRetriesPerRequest: null },
+      connection: this.connections.forBullMq(`dialer:${this.queueName}:worker`),
       prefix: this.prefix,
       concurrency: this.options.concurrency ?? 32,
       lockDuration: this.options.lockDurationMs ?? 30_000,
@@ -447,7 +454,7 @@ export class BullMqDialer implements Dialer {
     this.closed = true;
     await this.worker?.close();
     await this.queue.close();
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    if (this.ownConnections) await this.connections.close();
   }
 
   async queuedCount(): Promise<number> {

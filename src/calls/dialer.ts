@@ -18,6 +18,7 @@ import type { Db } from '../store/db.js';
 import { OutboundQueueRepository } from '../store/outbound-queue.js';
 import { systemClock, type Clock } from '../webhooks/clock.js';
 import { BullMqDialer } from './dialer-bullmq.js';
+import type { Queues } from '../queue/index.js';
 
 export interface OutboundJob {
   callId: string;
@@ -110,11 +111,19 @@ export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [5_000, 30_000, 120_00
 export const DEFAULT_STALE_SLOT_MS = 60_000;
 export const DEFAULT_FULL_RECHECK_MS = 1_000;
 
-/** The dialer for this deployment: BullMQ with `redisUrl`, else in process over `db`. */
-export function createDialer(options: DialerOptions): Dialer {
-  if (options.redisUrl) return new BullMqDialer({ ...options, redisUrl: options.redisUrl });
+/**
+ * The dialer for this deployment: with the process's `queues` (src/queue/), on their backend (BullMQ
+ * on their Redis owner, or in process over `db`); without them, BullMQ with `redisUrl`, else in process.
+ */
+export function createDialer(options: DialerOptions & { queues?: Queues }): Dialer {
+  const { queues, ...rest } = options;
+  if (queues) {
+    if (queues.redis) return new BullMqDialer({ ...rest, redis: queues.redis });
+  } else if (options.redisUrl) {
+    return new BullMqDialer({ ...rest, redisUrl: options.redisUrl });
+  }
   if (!options.db) throw new Error('createDialer: the in-process dialer needs a database (db)');
-  return new InProcessDialer({ ...options, db: options.db });
+  return new InProcessDialer({ ...rest, db: options.db });
 }
 
 /** Limits as the slot logic uses them: a whole number of slots, a rate as the least gap between dials. */

@@ -7,7 +7,8 @@
  *                   the endpointing delay before that is a configured wait, not work)
  *   provider wait = the time within `total` during which the turn waited on a provider: from the
  *                   model request until the model had delivered what the first audio needed (its
- *                   first complete sentence, or the end of its stream for a function call), and
+ *                   first complete sentence, or the end of a stream that called no function; a
+ *                   tool the model called and the model's next stream count in it), and
  *                   from the first TTS request of the turn until that TTS session's first audio
  *                   (overlaps counted once)
  *   service share = total − provider wait: our own work and queueing on our event loop.
@@ -17,6 +18,10 @@ import type { PacerStats } from './outbound.js';
 
 /** Timestamps of one turn, as the live call sees them. */
 export interface TurnMarks {
+  /** The end of the caller's speech, where the STT's word timings tell it (pipeline). */
+  speechEndedAt?: number | null;
+  /** When the turn's final words were transcribed (pipeline). */
+  transcribedAt?: number | null;
   endOfTurnAt: number;
   modelRequestedAt: number | null;
   firstTokenAt: number | null;

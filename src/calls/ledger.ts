@@ -6,8 +6,9 @@ import type { Logger } from 'pino';
 import type { CallSession } from '../../engine/session.js';
 import type { CallNotifier } from './notifier.js';
 import { forgetConversation, type AnsweredBy, type CallMessage, type CallRecord, type CallStore } from './store.js';
-import type { ConversationLog, ConversationRole } from './conversation.js';
+import { Conversation, type ConversationLog, type RecordLine } from './conversation.js';
 import type { CallError } from '../errors.js';
+import type { CallTransfer } from './warm-transfer.js';
 
 export interface CallLedgerDeps {
   store: CallStore;
@@ -20,6 +21,8 @@ export interface CallLedgerDeps {
   onNode?(nodeId: string, nodesVisited: string[]): void;
   /** A call's own code threw (a timer callback): the call ends, never the process. */
   onFailure(err: unknown, where: string): void;
+  /** The call is over: what was observed of it goes on the record before the report (src/observability/). */
+  onClosing?(record: CallRecord): Promise<void>;
 }
 
 export class CallLedger implements ConversationLog {
@@ -36,16 +39,20 @@ export class CallLedger implements ConversationLog {
     this.startedAtMs = record.started_at ? Date.parse(record.started_at) : Date.now();
   }
 
+  /** The conversation: its lines reach the record through `add`. */
+  readonly conversation = new Conversation((line) => this.add(line));
+
   /** A line of the transcript; a call's transcript has no tool lines (its report and log never had them). */
-  message(role: ConversationRole, content: string, nodeId: string | null): void {
-    if (role === 'tool') return;
+  private add(line: RecordLine): void {
+    if (line.role === 'tool') return;
     const now = Date.now();
     const message: CallMessage = {
-      role,
-      content,
+      role: line.role,
+      content: line.content,
       time: new Date(now).toISOString(),
       seconds_from_start: Math.max(0, (now - this.startedAtMs) / 1000),
-      node_id: nodeId,
+      node_id: line.nodeId,
+      ...(line.source ? { source: line.source } : {}),
     };
     this.record.messages.push(message);
     this.deps.onMessage?.(message);
@@ -62,6 +69,15 @@ export class CallLedger implements ConversationLog {
   forwarding(destination: string): void {
     this.record.status = 'forwarding';
     void this.deps.notifier.statusUpdate(this.record, 'forwarding', { destination });
+  }
+
+  /** The record's `transfer`; a warm transfer that did not complete puts the call back `in-progress`. */
+  transfer(state: CallTransfer): void {
+    this.record.transfer = state;
+    if (state.result !== null && state.result !== 'completed' && this.record.status === 'forwarding' && !this.closed) {
+      this.record.status = 'in-progress';
+      void this.deps.notifier.statusUpdate(this.record, 'in-progress');
+    }
   }
 
   recording(url: string | null): void {
@@ -144,6 +160,7 @@ export class CallLedger implements ConversationLog {
         this.noteNode(session);
         r.engine = session.snapshot() as unknown as Record<string, unknown>;
       });
+      await step('observed', () => this.deps.onClosing?.(r));
       this.deps.log.info({ endedReason: reason }, 'call ended');
       await step('status-update', () => this.deps.notifier.statusUpdate(r, 'ended', { ended_reason: reason }));
       await step('end-of-call-report', () => this.deps.notifier.endOfCallReport(r));

@@ -9,6 +9,7 @@
 import type { RunModelCommand } from '../../engine/session.js';
 import type { TransitionFunction } from '../../engine/prompt.js';
 import type { LlmConfig, Tool } from '../../engine/schema.js';
+import { PRESS_KEYS_FUNCTION, PRESS_KEYS_TOOL } from './keypad.js';
 import type { LlmFunction, LlmMessage, LlmProvider, LlmToolCall } from '../providers/types.js';
 import type { ToolCallOutcome, ToolCallRequest } from './notifier.js';
 import type { ToolCaller } from './backend.js';
@@ -18,15 +19,22 @@ export const MAX_TOOL_ROUNDS = 5;
 
 /** What the model is offered in a node: functions, and what each name means. */
 export interface FunctionOffer {
-  /** Transition functions first (no arguments), then the assistant's tools as they are. */
+  /** Transition functions first (no arguments), then the assistant's tools as they are, then the builtins. */
   functions: LlmFunction[];
   /** Names that are transition functions (a call moves the conversation). */
   transitions: Set<string>;
   /** The assistant's tools by name (a call runs the `tool-calls` exchange). */
   tools: Map<string, Tool>;
+  /** Builtin functions offered (`llm_config.builtin_tools`: Switchboard carries them out). */
+  builtins: Set<string>;
 }
 
-export function functionOffer(transitionFunctions: readonly TransitionFunction[], tools: readonly Tool[]): FunctionOffer {
+/**
+ * The functions of a model turn. `builtins`: the `llm_config.builtin_tools` offered here (a call's
+ * conversation turn; a chat has no keypad, a tool node's choice and a silence check-in offer none).
+ */
+export function functionOffer(transitionFunctions: readonly TransitionFunction[], tools: readonly Tool[], builtins: readonly string[] = []): FunctionOffer {
+  const offered = builtins.includes(PRESS_KEYS_TOOL) ? [PRESS_KEYS_FUNCTION] : [];
   return {
     functions: [
       ...transitionFunctions.map((f) => ({
@@ -39,10 +47,18 @@ export function functionOffer(transitionFunctions: readonly TransitionFunction[]
         ...(t.description ? { description: t.description } : {}),
         ...(t.parameters ? { parameters: t.parameters as Record<string, unknown> } : {}),
       })),
+      ...offered,
     ],
     transitions: new Set(transitionFunctions.map((f) => f.name)),
     tools: new Map(tools.map((t) => [t.name, t])),
+    builtins: new Set(offered.map((f) => f.name)),
   };
+}
+
+/** The builtins a model turn offers: the block's `builtin_tools` in a call's conversation turn, none elsewhere. */
+export function builtinsFor(command: Pick<RunModelCommand, 'mode' | 'fallback'>, config: LlmConfig, keypad: boolean): readonly string[] {
+  if (!keypad || command.mode !== 'conversation' || command.fallback !== undefined) return [];
+  return config.builtin_tools ?? [];
 }
 
 /**
@@ -105,6 +121,11 @@ export interface ModelTurnOptions {
   onToolCalls?(calls: readonly LlmToolCall[]): void;
   /** One of the assistant's tools answered: what the model reads of it. */
   onToolResult?(call: LlmToolCall, content: string): void;
+  /**
+   * The model called `press_keys` (offered when this is given and the block asks for it): what
+   * it is told. Calls of one round run one after the other, after the round's other tools.
+   */
+  pressKeys?(argumentsJson: string): Promise<string>;
 }
 
 export interface ModelTurn {
@@ -121,7 +142,7 @@ export interface ModelTurn {
  * looks at the signal).
  */
 export async function runModelTurn(o: ModelTurnOptions): Promise<ModelTurn> {
-  const offer = functionOffer(o.command.transition_functions, o.command.tools);
+  const offer = functionOffer(o.command.transition_functions, o.command.tools, builtinsFor(o.command, o.config, o.pressKeys !== undefined));
   const messages = modelMessages(o.command, o.config);
   let text = '';
   for (let round = 0; round < MAX_TOOL_ROUNDS; round++) {
@@ -143,8 +164,15 @@ export async function runModelTurn(o: ModelTurnOptions): Promise<ModelTurn> {
     // nothing was offered (a silence check-in): a call is not run, the turn is its words alone
     if (own.length === 0 || offer.functions.length === 0) break;
     messages.push({ role: 'assistant', content: roundText || null, tool_calls: own });
-    const results = await runAssistantTools(own, offer.tools, o.callTools);
+    const keys = own.filter((c) => offer.builtins.has(c.name));
+    const results = await runAssistantTools(own.filter((c) => !offer.builtins.has(c.name)), offer.tools, o.callTools);
+    for (const call of keys) {
+      if (o.signal.aborted) break;
+      results.push({ tool_call_id: call.id, content: await o.pressKeys!(call.arguments) });
+    }
     if (o.signal.aborted) break;
+    // the answers in the calls' order
+    results.sort((a, b) => own.findIndex((c) => c.id === a.tool_call_id) - own.findIndex((c) => c.id === b.tool_call_id));
     for (const [i, r] of results.entries()) {
       o.onToolResult?.(own[i]!, r.content);
       messages.push({ role: 'tool', tool_call_id: r.tool_call_id, content: r.content });

@@ -19,7 +19,7 @@ import type { CallService } from './service.js';
 import { newCallRecord, transition, type AnsweredBy, type CallRecord, type CallStore } from './store.js';
 import { callError, callErrorFrom, errorMessages, ErrorCodes, type CallError } from '../errors.js';
 
-/** What places and stops calls at a carrier (the Twilio transport today; SIP next). */
+/** What places and stops calls at a carrier (each carrier with numbers has one: src/telephony/carrier.ts). */
 export interface OutboundCarrier {
   /** The carrier, as the record names it (`twilio`). */
   readonly kind: string;
@@ -33,14 +33,6 @@ export interface OutboundCarrier {
   /** Stops a call that has not been answered (or hangs up one that has). */
   cancel(record: CallRecord, account: AccountSettings): Promise<void>;
 }
-
-/** What places a `sip` number's calls on a server without SIP: nothing. */
-const SIP_OFF: OutboundCarrier = {
-  kind: 'sip',
-  unusable: () => 'SIP is off on this server (SIP_PORT=0): set SIP_PORT to place calls from sip numbers',
-  place: () => Promise.reject(new Error('SIP is off on this server')),
-  cancel: () => Promise.resolve(),
-};
 
 export interface Customer {
   number: string;
@@ -68,7 +60,9 @@ export type EndOutcome =
   /** A live call: the process that runs it hangs up (`api-ended-call`). */
   | { kind: 'ending'; call: CallRecord }
   | { kind: 'already-ended'; call: CallRecord }
-  | { kind: 'not-found' };
+  | { kind: 'not-found' }
+  /** No process took the end word in time (it was withdrawn: nothing was done). */
+  | { kind: 'not-taken' };
 
 /** How long Twilio rings before `no-answer`. */
 export const RING_TIMEOUT_SECONDS = 30;
@@ -80,7 +74,10 @@ export interface OutboundCallsOptions {
   dialer: Dialer;
   control: CallControl;
   notifier: CallNotifier;
-  /** The carriers that place calls, by kind (a number's `provider`: `twilio`, `sip`). */
+  /**
+   * The carriers that place calls, by kind (a number's `provider`: `twilio`, `sip`, …): one for
+   * every provider, those not running here saying why they cannot be used (src/telephony/carriers.ts).
+   */
   carriers: Record<string, OutboundCarrier>;
   logger: Logger;
   /** A queued call the dial queue lost, queued again (for /metrics). */
@@ -121,13 +118,10 @@ export class OutboundCalls {
 
   /**
    * The carrier of a number's provider (or a call's transport). A `sip` number on a server with
-   * SIP off (SIP_PORT=0) is not dialled through anything else: it is unusable, and says why.
+   * SIP off (SIP_PORT=0) is not dialled through anything else: its carrier is unusable, and says why.
    */
   private carrier(kind: string): OutboundCarrier {
-    const carrier = this.o.carriers[kind];
-    if (carrier) return carrier;
-    if (kind === 'sip') return SIP_OFF;
-    return this.o.carriers.twilio!;
+    return this.o.carriers[kind] ?? this.o.carriers.twilio!;
   }
 
   close(): Promise<void> {
@@ -437,10 +431,14 @@ export class OutboundCalls {
       // unfinished in the log with no session anywhere (its session was lost): it ends now
       if (logged.status === 'ringing' || logged.status === 'in-progress' || logged.status === 'forwarding') {
         // started, with sessions shared (Redis): its process may still run it after a Redis
-        // restart. The word waits for it; if no process does, the sweep ends it (worker-lost)
+        // restart. The word waits 5 s for it; if no process takes it, nothing was done (503) and
+        // the sweep ends the call (worker-lost)
         if (logged.status !== 'ringing' && this.o.service.sharesSessions) {
-          await this.o.control.send(callId, { kind: 'end' });
-          return { kind: 'ending', call: recordFromLog(logged) };
+          const delivered = await this.o.control.deliver(callId, { kind: 'end' });
+          if (delivered.kind === 'applied') return { kind: 'ending', call: recordFromLog(logged) };
+          if (delivered.kind === 'not-taken') return { kind: 'not-taken' };
+          const now = await this.o.store.calls.get(organizationId, callId);
+          return { kind: 'already-ended', call: recordFromLog(now ?? logged) };
         }
         const ended = await this.o.service.finishOrphan(logged, logged.type === 'outbound_phone_call' ? 'canceled' : 'api-ended-call');
         if (ended) return { kind: 'ended', call: ended };
@@ -461,7 +459,8 @@ export class OutboundCalls {
         // the end once the carrier answers and cancels the call there
         const ended = await this.endBeforeAnswer(callId, reason);
         if (!ended) return this.end(organizationId, callId);
-        if (ended.transport_ids.call_sid || ended.transport_ids.sip_call_id) {
+        // the carrier has the call once its ids are kept
+        if (Object.keys(ended.transport_ids).length > 0) {
           const account = await this.o.store.account.get(organizationId);
           await this.carrier(ended.transport).cancel(ended, account).catch((err: unknown) => {
             this.log.warn({ err, callId }, 'the carrier did not take the cancel');
@@ -469,9 +468,13 @@ export class OutboundCalls {
         }
         return { kind: 'ended', call: ended };
       }
-      default:
-        await this.o.control.send(callId, { kind: 'end' });
-        return { kind: 'ending', call: record };
+      default: {
+        // applied by the process that runs the call, or nothing was done (DECISIONS 16)
+        const delivered = await this.o.control.deliver(callId, { kind: 'end' });
+        if (delivered.kind === 'applied') return { kind: 'ending', call: record };
+        if (delivered.kind === 'not-taken') return { kind: 'not-taken' };
+        return { kind: 'already-ended', call: (await this.o.calls.get(callId)) ?? record };
+      }
     }
   }
 }

@@ -6,6 +6,8 @@
  * One shared 20 ms tick drives every call's pacer in the process (one timer, not one per call).
  */
 
+import type { KeyFrame } from './keypad.js';
+
 export const FRAME_BYTES = 160;
 export const FRAME_MS = 20;
 const MULAW_SILENCE = 0xff;
@@ -16,11 +18,14 @@ const EMPTY = Buffer.alloc(0);
  * seconds of audio wait as one item, not as hundreds of small buffers the collector must copy
  * while they wait.
  */
-type Item = { kind: 'audio'; data: Buffer; offset: number } | { kind: 'mark'; name: string };
+type Item = { kind: 'audio'; data: Buffer; offset: number; keys?: readonly (KeyFrame | null)[] } | { kind: 'mark'; name: string };
 
 export interface OutboundSink {
-  /** One frame to the far end; `speech` is false for a frame of the background alone. */
-  sendFrame(frame: Buffer, speech: boolean): void;
+  /**
+   * One frame to the far end; `speech` is false for a frame of the background alone. `key`: the
+   * frame is (or, `repeat`, follows) a key's tone (src/calls/keypad.ts).
+   */
+  sendFrame(frame: Buffer, speech: boolean, key?: KeyFrame): void;
   /**
    * The frames given in this tick are all there is for now (a transport that puts several frames
    * in one message sends what it holds). Called at the end of each tick that sent a frame.
@@ -114,8 +119,21 @@ export class OutboundPacer {
     private readonly groupFrames = 1,
   ) {}
 
-  /** Appends audio; a trailing partial frame waits for more audio or `endOfAudio()`. */
-  push(mulaw: Buffer): void {
+  /**
+   * Appends audio; a trailing partial frame waits for more audio or `endOfAudio()`. `keys`: the
+   * audio is a key press in whole frames, each tagged (or null); it goes out as it is, with no
+   * background under it (a tone detector at the far end hears the tones alone).
+   */
+  push(mulaw: Buffer, keys?: readonly (KeyFrame | null)[]): void {
+    if (keys) {
+      this.endOfAudio();
+      const frames = Math.floor(mulaw.length / FRAME_BYTES);
+      if (frames === 0) return;
+      this.queue.push({ kind: 'audio', data: mulaw.subarray(0, frames * FRAME_BYTES), offset: 0, keys });
+      this.audioFrames += frames;
+      this.wake();
+      return;
+    }
     const data = this.partial.length > 0 ? Buffer.concat([this.partial, mulaw]) : mulaw;
     const frames = Math.floor(data.length / FRAME_BYTES);
     const whole = frames * FRAME_BYTES;
@@ -248,10 +266,13 @@ export class OutboundPacer {
         }
         group = group > 0 ? group - 1 : this.groupFrames - 1;
         const frame = item.data.subarray(item.offset, item.offset + FRAME_BYTES);
+        const keys = item.keys;
+        const key = keys?.[item.offset / FRAME_BYTES] ?? undefined;
         item.offset += FRAME_BYTES;
         if (item.offset >= item.data.length) this.queue.shift();
         this.audioFrames--;
-        this.sink.sendFrame(background ? background.mix(frame) : frame, true);
+        if (keys) this.sink.sendFrame(frame, true, key);
+        else this.sink.sendFrame(background ? background.mix(frame) : frame, true);
         this.stats.framesSent++;
         this.playhead += FRAME_MS;
         continue;

@@ -4,6 +4,7 @@
  * media arrives, heartbeats, finalizing calls whose process died, graceful shutdown. A carrier's
  * protocol lives in its transport (src/telephony/<carrier>/, docs/transports.md), never here.
  */
+import { pricingFor } from '../observability/pricing.js';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { effectiveAssistant, type AssistantFields, type EffectiveAssistant } from '../../engine/assistant.js';
@@ -24,6 +25,9 @@ import { forgetConversation, newCallRecord, transition, type CallRecord, type Ca
 import type { TurnLatency } from './latency.js';
 import type { CallTransport } from './transport.js';
 import type { CallControl, CallControlMessage } from './control.js';
+import type { ControlOutcome } from './live-control.js';
+import { describeCall } from './call-log.js';
+import type { ListenHub } from './listen.js';
 import { builtInVariables, resolveVariables } from '../../engine/variables.js';
 import { isOutage, RETRY_AFTER_SECONDS } from '../store/outage.js';
 import type { LoggedCall } from '../store/calls.js';
@@ -73,6 +77,8 @@ export interface CallServiceOptions {
   onCallEnded?(record: CallRecord): void;
   /** Background clips and recordings (DECISIONS 13). */
   media?: CallMedia;
+  /** Listen-in: every call of the process is registered there (src/calls/listen.ts). */
+  listen?: ListenHub;
   /** The providers' keys this server has: a call that needs one it lacks is refused at start. */
   keys?: ProviderKeys;
   /** A call the sweep ended (unfinished in the log, no live session anywhere). */
@@ -188,15 +194,27 @@ export class CallService {
     return this.live.get(callId);
   }
 
-  /** Word for a call: acted on by the process that runs it, ignored by the others. */
-  private controlled(callId: string, message: CallControlMessage): void {
+  /** Word for a call: acted on by the process that runs it; what came of it goes back to its sender. */
+  private controlled(callId: string, message: CallControlMessage): ControlOutcome {
     const call = this.live.get(callId);
-    if (!call || call.isEnded()) return;
+    if (!call || call.isEnded()) return { kind: 'not-live', message: 'the call has ended' };
     try {
-      if (message.kind === 'end') void call.terminate('api-ended-call');
-      else call.answeredBy(message.answeredBy);
+      switch (message.kind) {
+        case 'end':
+          void call.terminate('api-ended-call');
+          return { kind: 'applied' };
+        case 'answered-by':
+          call.answeredBy(message.answeredBy);
+          return { kind: 'applied' };
+        case 'control': {
+          const outcome = call.control(message.control);
+          // the answer shows the call as it is now, here, where it runs (its session's save may lag)
+          return outcome.kind === 'applied' ? { kind: 'applied', call: describeCall(call.record) } : outcome;
+        }
+      }
     } catch (err) {
       call.fail(err, `control ${message.kind}`);
+      return { kind: 'not-live', message: 'the call failed while applying it, and has ended' };
     }
   }
 
@@ -496,6 +514,8 @@ export class CallService {
       logger: this.o.logger,
       onTurnLatency: this.o.onTurnLatency,
       ...(this.o.media ? { media: this.o.media } : {}),
+      pricing: async (organizationId) => pricingFor((await this.o.store.account.get(organizationId)).pricing),
+      ...(this.o.listen ? { listen: this.o.listen } : {}),
       onEnded: (r) => {
         this.live.delete(r.id);
         this.o.onCallEnded?.(r);
@@ -525,7 +545,8 @@ export class CallService {
   /**
    * Calls that nobody looks after any more are ended here: `worker-lost` when their process
    * stopped saying it is alive; `customer-ended-call` when the media stream never connected
-   * (the caller hung up while it rang, or Twilio could not reach the stream).
+   * (the caller hung up while it rang, or Twilio could not reach the stream); a web call whose
+   * browser never came within its token's 60 s, `customer-did-not-join`.
    */
   async finalizeStale(staleSeconds = this.o.staleSeconds ?? 20): Promise<number> {
     const staleMs = staleSeconds * 1000;
@@ -535,12 +556,15 @@ export class CallService {
       const claimed = await this.o.calls.claim(stale.id, this.workerId, staleMs);
       if (!claimed) continue;
       const neverConnected = stale.status === 'ringing';
-      const reason = neverConnected ? 'customer-ended-call' : 'worker-lost';
+      const unjoined = neverConnected && stale.type === 'web_call';
+      const reason = unjoined ? 'customer-did-not-join' : neverConnected ? 'customer-ended-call' : 'worker-lost';
       claimed.status = 'ended';
       claimed.ended_reason = reason;
       claimed.ended_at = new Date().toISOString();
       claimed.errors.push(
-        neverConnected
+        unjoined
+          ? callError(ErrorCodes.CALL_STREAM_LOST, `nobody joined the web call: its stream was not opened within its token's ${WEB_TOKEN_SECONDS} s`)
+          : neverConnected
           ? callError(ErrorCodes.CALL_STREAM_LOST, 'the media stream never connected')
           : callError(ErrorCodes.CALL_WORKER_LOST, `the process running the call stopped (${stale.worker_id ?? 'unknown worker'})`),
       );

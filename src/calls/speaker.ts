@@ -2,31 +2,31 @@
  * What the assistant says, in order: utterances (a `say`, or a model reply streamed sentence by
  * sentence), each sentence synthesized by its own TTS session as soon as it is known (so the
  * first audio leaves as soon as the first sentence is ready), played strictly in order through
- * the pacer, with a mark after every sentence. Marks echoed by the far end tell what the caller
- * actually heard; marks echoed after a `clear` were dropped, not heard.
+ * the playout (src/calls/playout.ts), with a mark after every sentence. The playout tells how far
+ * the caller has played each utterance; a sentence whose end was played was heard.
  *
  * A `clear` drops what the far end buffered, so a paused or cleared sentence is sent again from
- * its start (under a new mark name) when output goes on: a sentence is heard whole or not at all.
+ * its start when output goes on: a sentence is heard whole or not at all.
  */
 import type { TtsConfig } from '../../engine/schema.js';
 import type { ProviderError, TtsProvider, TtsSession } from '../providers/types.js';
-import type { OutboundPacer } from './outbound.js';
+import { heardText, type Playout, type PlayoutUtterance } from './playout.js';
 import { applyPronunciations, SentenceSplitter, type Pronunciation } from './text.js';
 
 interface Sentence {
   index: number;
   text: string;
-  /** Audio not yet given to the pacer. */
+  /** Audio not yet given to the playout. */
   audio: Buffer[];
-  /** Audio given to the pacer and not yet heard: sent again if the far end is cleared. */
+  /** Audio given to the playout and not yet heard: sent again if the far end is cleared. */
   pushed: Buffer[];
   synthesized: boolean;
   session: TtsSession | null;
-  markName: string;
-  /** How many times the sentence was sent again after a clear (gives each send its own mark). */
-  resends: number;
-  /** Its mark went to the pacer: every byte of it did. */
+  /** Where its audio ends on the utterance's playout timeline (set as its mark goes out). */
+  endMs: number;
+  /** Its mark went to the playout: every byte of it did. */
   sent: boolean;
+  /** The caller played it to its end. */
   heard: boolean;
 }
 
@@ -40,9 +40,10 @@ export interface UtteranceOutcome {
 
 export class Utterance {
   readonly sentences: Sentence[] = [];
+  /** Its audio in the playout; set by the speaker that begins it. */
+  playout!: PlayoutUtterance;
   finished = false;
   cancelled = false;
-  startedAudio = false;
   private settle!: (outcome: UtteranceOutcome) => void;
   readonly played: Promise<UtteranceOutcome>;
   private settled = false;
@@ -57,10 +58,10 @@ export class Utterance {
   }
 
   outcome(): UtteranceOutcome {
-    const heard = this.sentences.filter((s) => s.heard).map((s) => s.text);
+    const heard = this.sentences.filter((s) => s.heard).map((s) => ({ text: s.text, endMs: s.endMs }));
     return {
       complete: !this.cancelled && this.sentences.every((s) => s.heard),
-      heardText: heard.join(' '),
+      heardText: heardText(heard, this.playout.playedMs),
       fullText: this.sentences.map((s) => s.text).join(' '),
     };
   }
@@ -73,28 +74,31 @@ export class Utterance {
 }
 
 export interface SpeakerOptions {
-  pacer: OutboundPacer;
+  playout: Playout;
   /** The TTS adapter and config in effect (node overrides are applied by the caller). */
   tts: () => { provider: TtsProvider; config: TtsConfig };
   pronunciations: () => readonly Pronunciation[];
   onError(err: ProviderError | Error): void;
-  /** First audio of an utterance went to the pacer (latency instrumentation). */
-  onFirstAudio?(utterance: Utterance): void;
 }
 
 export class Speaker {
   private readonly queue: Utterance[] = [];
-  private readonly marks = new Map<string, { utterance: Utterance; sentence: Sentence }>();
   private seq = 0;
   private closed = false;
-  /** Output is held (barge-in pending): nothing goes to the pacer until resume or interrupt. */
+  /** Output is held (barge-in pending): nothing goes out until resume or interrupt. */
   private paused = false;
+  /** `whenHeard` waiting: each utterance's sentences as they were then. */
+  private readonly heardWaiters: Array<{ u: Utterance; sentences: Sentence[]; resolve: (heard: boolean) => void }> = [];
 
   constructor(private readonly options: SpeakerOptions) {}
 
   /** A new utterance at the end of the queue; add text with `addSentence`, then `finish`. */
   begin(interruptible: boolean, sayId: string | null = null): Utterance {
     const u = new Utterance(`u${++this.seq}`, interruptible, sayId);
+    u.playout = this.options.playout.begin({
+      progress: (positionMs) => this.played(u, positionMs),
+      finished: () => this.playedOut(u),
+    });
     this.queue.push(u);
     return u;
   }
@@ -119,8 +123,7 @@ export class Speaker {
       pushed: [],
       synthesized: false,
       session: null,
-      markName: `${u.id}.${u.sentences.length}`,
-      resends: 0,
+      endMs: 0,
       sent: false,
       heard: false,
     };
@@ -131,6 +134,17 @@ export class Speaker {
   finish(u: Utterance): void {
     u.finished = true;
     this.pump();
+  }
+
+  /**
+   * Resolves true once every sentence of `u` added so far has been heard (at once when it has
+   * none), false if `u` is cut, dropped or the speaker closed first.
+   */
+  whenHeard(u: Utterance): Promise<boolean> {
+    return new Promise((resolve) => {
+      this.heardWaiters.push({ u, sentences: [...u.sentences], resolve });
+      this.checkHeard();
+    });
   }
 
   /** Interruptible audio is queued or playing. */
@@ -202,14 +216,6 @@ export class Speaker {
     this.pump();
   }
 
-  /**
-   * The far end echoed a mark: that sentence was played. Marks out when the far end was cleared
-   * are no longer known (their sentences wait under new names), so their echoes count for nothing.
-   */
-  onMark(name: string): void {
-    this.markHeard(name);
-  }
-
   close(): void {
     this.closed = true;
     for (const u of this.queue) {
@@ -217,43 +223,52 @@ export class Speaker {
       u.resolve();
     }
     this.queue.length = 0;
-    this.marks.clear();
-    this.options.pacer.close();
+    this.options.playout.close();
   }
 
-  private markHeard(name: string) {
-    const m = this.marks.get(name);
-    if (!m) return;
-    this.marks.delete(name);
-    m.sentence.heard = true;
-    m.sentence.pushed = [];
-    this.afterMark(m.utterance);
+  /** The caller played `u` up to `positionMs`: every sentence that ends there or before was heard. */
+  private played(u: Utterance, positionMs: number) {
+    for (const s of u.sentences) {
+      if (!s.sent || s.heard || s.endMs > positionMs) continue;
+      s.heard = true;
+      s.pushed = [];
+    }
+    this.checkHeard();
+  }
+
+  private checkHeard() {
+    for (const w of [...this.heardWaiters]) {
+      const { u } = w;
+      const over = u.cancelled || this.closed;
+      // a sentence with no audio at the start is heard as soon as it is out
+      const heard = w.sentences.every((s) => s.heard || (s.sent && s.endMs <= u.playout.playedMs));
+      if (!over && !heard) continue;
+      this.heardWaiters.splice(this.heardWaiters.indexOf(w), 1);
+      w.resolve(!over && heard);
+    }
+  }
+
+  /** `u` played to its end: it leaves the queue, over. (One cut or dropped is taken out by who cut it.) */
+  private playedOut(u: Utterance) {
+    if (u.cancelled) return;
+    const i = this.queue.indexOf(u);
+    if (i >= 0) this.queue.splice(i, 1);
+    u.resolve();
   }
 
   /**
-   * Drops everything queued in the pacer and at the far end. Marks still out are now echoes of a
-   * clear (not heard); each unheard sentence goes back to waiting, to be sent again whole.
+   * Drops everything queued and at the far end (the playout is back at what was played of each
+   * utterance); each unheard sentence goes back to waiting, to be sent again whole.
    */
   private clearFarEnd() {
-    this.options.pacer.clear();
-    this.marks.clear();
+    this.options.playout.clear();
     for (const u of this.queue) {
       for (const s of u.sentences) {
         if (s.heard || (!s.sent && s.pushed.length === 0)) continue;
         s.audio = [...s.pushed, ...s.audio];
         s.pushed = [];
         s.sent = false;
-        s.markName = `${u.id}.${s.index}.${++s.resends}`;
       }
-    }
-  }
-
-  private afterMark(u: Utterance) {
-    const waiting = u.sentences.some((s) => !s.sent || this.marks.has(s.markName));
-    if (u.finished && !waiting) {
-      const i = this.queue.indexOf(u);
-      if (i >= 0) this.queue.splice(i, 1);
-      u.resolve();
     }
   }
 
@@ -262,8 +277,9 @@ export class Speaker {
     for (const s of u.sentences) {
       s.session?.cancel();
       s.session = null;
-      this.marks.delete(s.markName);
     }
+    this.options.playout.stop(u.playout);
+    this.checkHeard();
   }
 
   private async synthesize(u: Utterance, sentence: Sentence) {
@@ -303,34 +319,28 @@ export class Speaker {
     }
   }
 
-  /** Moves synthesized audio into the pacer, strictly in utterance and sentence order. */
+  /** Moves synthesized audio into the playout, strictly in utterance and sentence order. */
   private pump() {
     if (this.closed || this.paused) return;
-    const pacer = this.options.pacer;
-    for (let i = 0; i < this.queue.length; i++) {
-      const u = this.queue[i]!;
+    const playout = this.options.playout;
+    // an utterance played out leaves the queue as this runs: walk a copy
+    for (const u of [...this.queue]) {
       if (u.cancelled) continue;
       for (const s of u.sentences) {
         if (s.sent) continue;
         if (s.audio.length > 0) {
-          if (!u.startedAudio) {
-            u.startedAudio = true;
-            this.options.onFirstAudio?.(u);
-          }
-          for (const chunk of s.audio) pacer.push(chunk);
+          for (const chunk of s.audio) playout.push(u.playout, chunk);
           s.pushed.push(...s.audio);
           s.audio = [];
         }
         if (!s.synthesized) return;
         s.sent = true;
-        this.marks.set(s.markName, { utterance: u, sentence: s });
-        pacer.mark(s.markName);
+        s.endMs = u.playout.pushedMs;
+        playout.mark(u.playout);
       }
       if (!u.finished) return;
-      if (u.sentences.length === 0) {
-        this.queue.splice(i--, 1);
-        u.resolve();
-      }
+      // everything of it is out: it is over once played (at once when it said nothing)
+      playout.end(u.playout);
     }
   }
 }

@@ -5,8 +5,11 @@
  */
 import { toWellFormed } from '../../engine/text.js';
 import { createHash, randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisConnections, type RedisSource } from '../redis.js';
 import { readCallErrors, type CallError } from '../errors.js';
+import type { CallTransfer } from './warm-transfer.js';
+import type { CallObserved } from '../observability/observed.js';
 
 /**
  * A call's statuses, in the order a call goes through them (the API's enum and the webhooks' type
@@ -15,8 +18,11 @@ import { readCallErrors, type CallError } from '../errors.js';
  */
 export const CALL_STATUSES = ['queued', 'ringing', 'in-progress', 'forwarding', 'ended'] as const;
 export type CallStatus = (typeof CALL_STATUSES)[number];
-/** `web_call`: a browser (or any WebSocket client) talks to the assistant: no phone, no number (docs/web-calls.md). */
-export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call';
+/**
+ * `web_call`: a browser (or any WebSocket client) talks to the assistant: no phone, no number (docs/web-calls.md).
+ * `test_call`: a voice test of a test suite (docs/test-suites.md): a simulated caller, no number, no notifications.
+ */
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call' | 'test_call';
 /** Who answered an outbound call, as answering-machine detection says (null: not known yet, or inbound). */
 export type AnsweredBy = 'human' | 'machine' | 'unknown';
 
@@ -27,6 +33,8 @@ export interface CallMessage {
   time: string;
   seconds_from_start: number;
   node_id: string | null;
+  /** `control`: a live control said or added it (`POST /calls/{id}/control`); absent otherwise. */
+  source?: 'control';
 }
 
 export interface CallRecord {
@@ -79,6 +87,10 @@ export interface CallRecord {
   structured_data?: unknown;
   /** Where the recording is served (`GET /calls/{id}/recording` on PUBLIC_URL), once it is kept. */
   recording_url?: string | null;
+  /** The call's transfer, cold or warm (DECISIONS 16); absent or null when it had none. */
+  transfer?: CallTransfer | null;
+  /** Trace id, turns, usage and cost (DECISIONS 21), set as the call ends; null before. */
+  observed?: CallObserved | null;
   /** The process that runs the call's media, and when it last said it is alive. */
   worker_id: string | null;
   heartbeat_at: string | null;
@@ -199,6 +211,8 @@ export function forgetConversation(record: CallRecord): void {
   if (!isGdprCall(record)) return;
   record.messages = [];
   record.engine = null;
+  // the summary is the conversation's
+  if (record.transfer?.summary) record.transfer = { ...record.transfer, summary: null };
 }
 
 /**
@@ -448,11 +462,11 @@ export class RedisCallStore implements CallStore {
   private readonly redis: Redis;
 
   constructor(
-    redisUrl: string,
+    redis: RedisSource,
     private readonly prefix = 'sb:',
     private readonly retentionSeconds = 24 * 3600,
   ) {
-    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: false });
+    this.redis = RedisConnections.open(redis, 'call-sessions', { maxRetriesPerRequest: 3, lazyConnect: false });
     this.redis.on('error', () => undefined);
   }
 
@@ -592,6 +606,7 @@ export class RedisCallStore implements CallStore {
   }
 }
 
-export function createCallStore(redisUrl: string | undefined): CallStore {
-  return redisUrl ? new RedisCallStore(redisUrl) : new MemoryCallStore();
+/** On Redis with the process's owner (or a URL), in process without. */
+export function createCallStore(redis: RedisSource | null | undefined): CallStore {
+  return redis ? new RedisCallStore(redis) : new MemoryCallStore();
 }

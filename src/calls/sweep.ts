@@ -122,7 +122,8 @@ export class CallSweeper {
   async finish(logged: LoggedCall, ringingReason = 'customer-ended-call'): Promise<CallRecord | null> {
     const record = recordFromLog(logged);
     const neverConnected = logged.status === 'ringing';
-    const reason = neverConnected ? ringingReason : 'worker-lost';
+    // a web call rings until its browser opens the stream: one that never did was not joined
+    const reason = neverConnected ? (logged.type === 'web_call' && ringingReason === 'customer-ended-call' ? 'customer-did-not-join' : ringingReason) : 'worker-lost';
     const end = {
       ended_reason: reason,
       ended_at: new Date().toISOString(),

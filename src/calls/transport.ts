@@ -6,8 +6,10 @@
  * mark echoes or REST API.
  */
 import type { ActiveCall } from './active-call.js';
+import type { KeyFrame } from './keypad.js';
 import type { TurnLatency } from './latency.js';
 import type { CallMessage } from './store.js';
+import type { OperatorDialOptions, OperatorLeg } from './operator-leg.js';
 
 /** The audio a transport carries, both ways. */
 export type AudioFormat =
@@ -36,6 +38,13 @@ export interface CallTransport {
   /** Sends the frames held for a message now (the transport's own `mark` sends them first; `clear` drops them). */
   flushAudio?(): void;
   /**
+   * A transport with its own way to send key presses (SIP: RFC 4733 telephone-events) declares
+   * this: each 20 ms frame of a key the model pressed comes here instead of `sendAudio`, in its
+   * slot of the paced audio (`frame` is the key's in-band tone, in `audioFormat`, for a far end
+   * that takes no events). Without it, keys are their DTMF tones in the audio (docs/keypad.md).
+   */
+  sendKeyFrame?(key: KeyFrame, frame: Buffer): void;
+  /**
    * A progress mark after the audio sent so far: the transport calls `played(name)` on the call
    * once the far end has played that audio (or, if the far end never says, once it must have).
    */
@@ -46,6 +55,13 @@ export interface CallTransport {
   hangUp(): Promise<void>;
   /** Moves the call to `destination` (E.164); the media ends once the carrier has taken it. */
   transfer(destination: string): Promise<void>;
+  /**
+   * Warm transfers (DECISIONS 16, src/calls/operator-leg.ts): dials `destination` through the
+   * call's carrier; resolves with the operator's leg once they answer, rejects with an
+   * `OperatorDialError` (`no-answer`, `busy`, `declined`, `failed`) otherwise. Absent: the carrier cannot, and
+   * a warm transfer fails `failed`.
+   */
+  dialOperator?(destination: string, options: OperatorDialOptions): Promise<OperatorLeg>;
   /** Closes the media connection: the call is over on our side. */
   close(): void;
   /**

@@ -16,6 +16,12 @@
 import { splitTurnLatency, type TurnLatency, type TurnMarks } from './latency.js';
 import type { PacerStats } from './outbound.js';
 
+/** What the backend knows of the end of a caller's turn (performance.now() ms). */
+export interface TurnEndDetail {
+  speechEndedAt?: number | null;
+  transcribedAt?: number | null;
+}
+
 /** The marks of the caller's turn whose first reply frame has not left yet. */
 export interface PendingTurn extends Omit<TurnMarks, 'firstFrameAt'> {
   /** The node the caller spoke in. */
@@ -32,7 +38,9 @@ export interface TurnClockOptions {
   /** Where a closed turn is reported; without it nothing is kept. */
   onTurnLatency?: ((latency: TurnLatency) => void) | undefined;
   /** A caller's turn ended and its clock started (the browser of a web call is told). */
-  onTurnBegin?: ((nodeId: string | null) => void) | undefined;
+  onTurnBegin?: ((nodeId: string | null, at: number, detail: TurnEndDetail) => void) | undefined;
+  /** The pending turn was dropped unreported (the caller spoke again, or a newer turn replaced it). */
+  onTurnDropped?: (() => void) | undefined;
   /** The call's outbound audio so far (the pacer's stats), read as a turn closes. */
   outbound: () => PacerStats;
   /** `performance.now()` unless a test gives its own. */
@@ -57,10 +65,16 @@ export class TurnClock {
     return this.turn;
   }
 
-  /** A caller's turn ended (at `at`): it is the pending turn now, in place of any before it. */
-  begin(nodeId: string | null, at: number = this.now()): void {
+  /**
+   * A caller's turn ended (at `at`): it is the pending turn now, in place of any before it.
+   * `detail`: when the caller's speech ended and its last words were transcribed, where known.
+   */
+  begin(nodeId: string | null, at: number = this.now(), detail: TurnEndDetail = {}): void {
     if (!this.reporting) return;
+    if (this.turn) this.o.onTurnDropped?.();
     this.turn = {
+      speechEndedAt: detail.speechEndedAt ?? null,
+      transcribedAt: detail.transcribedAt ?? null,
       endOfTurnAt: at,
       nodeId,
       modelRequestedAt: null,
@@ -70,11 +84,12 @@ export class TurnClock {
       ttsFirstAudioAt: null,
       audioStarted: false,
     };
-    this.o.onTurnBegin?.(nodeId);
+    this.o.onTurnBegin?.(nodeId, at, detail);
   }
 
   /** The caller speaks again before a reply was heard: the pending turn is dropped, unreported. */
   cancel(): void {
+    if (this.turn) this.o.onTurnDropped?.();
     this.turn = null;
   }
 

@@ -171,6 +171,8 @@ export class WebhookCallNotifier implements CallNotifier, AssistantResolver {
           workflow_id: call.workflow_id,
           workflow_note: call.workflow_note,
           recording_url: call.recording_url ?? null,
+          transfer: call.transfer ?? null,
+          observed: call.observed ?? null,
           ...(call.type === 'outbound_phone_call' ? { answered_by: call.answered_by ?? null } : {}),
         },
         { assistant: hasAssistant ? effective : null, complete: hasAssistant ? this.completer(effective) : undefined },

@@ -13,7 +13,7 @@ import { applyVariablesToAssistant, applyVariablesToDefinition, builtInVariables
 import type { Providers } from '../providers/types.js';
 import { assistantOnlyDefinition } from '../calls/call.js';
 import { CallController } from '../calls/controller.js';
-import type { ConversationLog, ConversationRole } from '../calls/conversation.js';
+import { Conversation, type ConversationLog, type RecordLine } from '../calls/conversation.js';
 import type { ToolCallOutcome, ToolCallRequest } from '../calls/notifier.js';
 import type { CallError } from '../errors.js';
 import type { ChatRecord } from './store.js';
@@ -25,13 +25,13 @@ export { chatModelConfig, REALTIME_TEXT_MODELS } from './text-backend.js';
  * The values a chat's `{{name}}` placeholders take (DECISIONS 12): the built-ins of a chat (no
  * customer, no number; `now` and `today` from when it started) under the variables it was given.
  */
-export function chatVariableValues(record: Pick<ChatRecord, 'id' | 'assistant' | 'variables' | 'created_at'>): Record<string, string> {
+export function chatVariableValues(record: Pick<ChatRecord, 'id' | 'type' | 'assistant' | 'variables' | 'created_at'>): Record<string, string> {
   const assistant = record.assistant as unknown as Pick<EffectiveAssistant, 'business_name'>;
   const builtIns = builtInVariables({
     businessName: assistant.business_name,
     customer: null,
     phoneNumber: null,
-    call: { id: record.id, type: 'chat' },
+    call: { id: record.id, type: record.type ?? 'chat' },
     now: new Date(record.created_at),
   });
   return resolveVariables(builtIns, record.variables);
@@ -114,7 +114,11 @@ class ChatLedger implements ConversationLog {
 
   constructor(private readonly record: ChatRecord) {}
 
-  message(role: ConversationRole, content: string, nodeId: string | null, toolName?: string): void {
+  readonly conversation = new Conversation((line) => this.add(line));
+
+  private add({ role, content, nodeId, toolName }: RecordLine): void {
+    // a chat is not controlled live: no line of a control's comes
+    if (role === 'system') return;
     this.record.messages.push({
       role,
       content,

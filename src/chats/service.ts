@@ -113,6 +113,7 @@ export class ChatService {
     const now = new Date().toISOString();
     const record: ChatRecord = {
       id: randomUUID(),
+      type: 'chat',
       organization_id: organizationId,
       status: 'active',
       assistant_id: stored.id,

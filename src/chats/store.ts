@@ -5,7 +5,8 @@
  * request at a time: `lock` takes it for the length of a turn.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisConnections, type RedisSource } from '../redis.js';
 import type { VariableValue } from '../../engine/variables.js';
 import { readCallErrors, type CallError } from '../errors.js';
 
@@ -30,6 +31,8 @@ export interface ChatMessage {
 
 export interface ChatRecord {
   id: string;
+  /** `test_chat`: a test suite's chat (docs/test-suites.md); absent (records made before types) is `chat`. */
+  type?: 'chat' | 'test_chat';
   organization_id: string;
   status: ChatStatus;
   assistant_id: string;
@@ -145,10 +148,10 @@ export class RedisChatStore implements ChatStore {
   private readonly redis: Redis;
 
   constructor(
-    redisUrl: string,
+    redis: RedisSource,
     private readonly options: { prefix?: string; ttlSeconds?: number } = {},
   ) {
-    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: false });
+    this.redis = RedisConnections.open(redis, 'chats', { maxRetriesPerRequest: 3, lazyConnect: false });
     this.redis.on('error', () => undefined);
   }
 
@@ -209,6 +212,7 @@ export class RedisChatStore implements ChatStore {
   }
 }
 
-export function createChatStore(redisUrl: string | undefined): ChatStore {
-  return redisUrl ? new RedisChatStore(redisUrl) : new MemoryChatStore();
+/** On Redis with the process's owner (or a URL), in process without. */
+export function createChatStore(redis: RedisSource | null | undefined): ChatStore {
+  return redis ? new RedisChatStore(redis) : new MemoryChatStore();
 }

@@ -17,6 +17,7 @@ import { runModelTurn } from '../calls/model-turn.js';
  */
 export const REALTIME_TEXT_MODELS: Readonly<Record<string, { provider: string; model: string }>> = {
   'openai-realtime': { provider: 'openai', model: 'gpt-4o-mini' },
+  'google-live': { provider: 'google', model: 'gemini-2.5-flash' },
   'sandbox-realtime': { provider: 'sandbox', model: 'sandbox' },
 };
 
@@ -69,7 +70,6 @@ export class TextBackend implements ConversationBackend {
   }
   interrupt(): void {}
   callerAudio(): void {}
-  played(): void {}
 
   busy(): boolean {
     return this.pending > 0;

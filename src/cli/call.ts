@@ -13,6 +13,8 @@
  * Switchboard started with `TWILIO_API_BASE` at it places its outbound calls (`POST /calls`)
  * through it, and each is answered by a simulated callee. It prints a line when a call is placed
  * and, when the call is over, who answered, what the callee heard and said, and how it ended.
+ * With `--carrier telnyx` it is the Telnyx stand-in (src/sim/telnyx.ts): `TELNYX_API_BASE` at it,
+ * and the account's `telnyx.public_key` the one it prints.
  *
  * Script (the caller's, or with --standin a person callee's): one step per line; blank lines and
  * `#` comments are skipped.
@@ -31,6 +33,7 @@ import type { LegCaller } from '../sim/leg-caller.js';
 import type { MediaLeg } from '../sim/media-leg.js';
 import { parseScript, type ScriptStep } from '../sim/script.js';
 import { startTwilioStandIn, type CalleeBehaviour, type StandInCall } from '../sim/twilio.js';
+import { startTelnyxStandIn, type TelnyxCallee, type TelnyxStandInCall } from '../sim/telnyx.js';
 
 const USAGE = `Usage:
   npm run call -- --number <E.164> --script <file>
@@ -46,12 +49,14 @@ const USAGE = `Usage:
     Makes a web call (POST /calls/web) to the assistant, running the workflow if given, and
     plays the script as the browser would. The key can also come from SWITCHBOARD_API_KEY.
 
-  npm run call -- --standin [--port 4010] [--host 127.0.0.1]
+  npm run call -- --standin [--carrier twilio|telnyx] [--port 4010] [--host 127.0.0.1]
     [--callee person|voicemail|busy|no-answer|failed] [--script <file>] [--greeting <text>]
     Runs a Twilio stand-in until Ctrl-C: start Switchboard with TWILIO_API_BASE at it, and its
     outbound calls (POST /calls) reach a simulated callee (default: a person). A person plays
     --script, or listens, says "Thank you, goodbye." and hangs up; --greeting is the voicemail's.
-    It takes any Twilio account SID and auth token.
+    It takes any Twilio account SID and auth token. With --carrier telnyx, a Telnyx stand-in:
+    start Switchboard with TELNYX_API_BASE at it, and give its account (PATCH /account, telnyx)
+    the public key it prints, any API key and any connection id; numbers with provider telnyx.
 
 Script: one step per line (expect: <words>, say: <words>, press: <digits>, wait: <ms>, quiet, hangup).`;
 
@@ -77,6 +82,7 @@ async function main(argv: string[]): Promise<number> {
       port: { type: 'string', default: '4010' },
       host: { type: 'string', default: '127.0.0.1' },
       callee: { type: 'string', default: 'person' },
+      carrier: { type: 'string', default: 'twilio' },
       greeting: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -87,6 +93,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (values.standin) {
     return runStandIn({
+      carrier: values.carrier!,
       port: values.port!,
       host: values.host!,
       callee: values.callee!,
@@ -113,14 +120,22 @@ async function main(argv: string[]): Promise<number> {
     );
   }
   const authToken = values['auth-token'] ?? process.env.TWILIO_AUTH_TOKEN;
-  if (!values.number || !values.script || !authToken) {
-    process.stderr.write(`${USAGE}\n`);
-    return 2;
+  const { number, script } = values;
+  if (!number || !script || !authToken) {
+    const missing = [
+      number ? null : '--number <E.164> (the number to call)',
+      script ? null : '--script <file> (what the caller says)',
+      authToken ? null : '--auth-token <the Twilio auth token set on the account>, or TWILIO_AUTH_TOKEN',
+    ].filter((m): m is string => m !== null);
+    return usageError(
+      `missing: ${missing.join('; ')}` +
+        (authToken ? '' : '\n(the server checks the call\'s Twilio signature with the account\'s auth token: PATCH /account {"telephony": {"twilio": …}})'),
+    );
   }
-  const steps = parseScript(readFileSync(values.script, 'utf8'));
+  const steps = parseScript(readFileSync(script, 'utf8'));
   const call = new SimulatedCall({
     baseUrl: values.url!,
-    to: values.number,
+    to: number,
     authToken,
     ...(values['public-url'] ? { publicUrl: values['public-url'] } : {}),
     ...(values['account-sid'] ? { accountSid: values['account-sid'] } : {}),
@@ -237,6 +252,7 @@ async function runScript(
 // --standin: Twilio and the callees of outbound calls
 
 interface StandInArgs {
+  carrier: string;
   port: string;
   host: string;
   callee: string;
@@ -259,7 +275,9 @@ async function runStandIn(args: StandInArgs): Promise<number> {
   const kind = args.callee as CalleeKind;
   if (args.script !== undefined && kind !== 'person') return usageError('--script is for a person callee (--callee person)');
   if (args.greeting !== undefined && kind !== 'voicemail') return usageError("--greeting is the voicemail's (--callee voicemail)");
+  if (args.carrier !== 'twilio' && args.carrier !== 'telnyx') return usageError(`--carrier must be twilio or telnyx, not ${args.carrier}`);
   const steps = args.script === undefined ? null : parseScript(readFileSync(args.script, 'utf8'));
+  if (args.carrier === 'telnyx') return runTelnyxStandIn(args, kind, steps);
 
   const callee: CalleeBehaviour =
     kind === 'person'
@@ -271,13 +289,7 @@ async function runStandIn(args: StandInArgs): Promise<number> {
     if (err.code === 'EADDRINUSE') throw new Error(`${args.host}:${port} is in use; choose another port with --port`);
     throw err;
   });
-  const described = {
-    person: steps ? `a person playing ${args.script}` : 'a person',
-    voicemail: 'a voicemail',
-    busy: 'a busy line',
-    'no-answer': 'nobody answers (it rings out)',
-    failed: 'a call the carrier fails',
-  }[kind];
+  const described = describeCallee(kind, args.script);
   process.stdout.write(
     [
       `Twilio stand-in on ${standIn.url}; every number it calls: ${described}`,
@@ -297,15 +309,80 @@ async function runStandIn(args: StandInArgs): Promise<number> {
     }
   }, 50);
 
-  const signal = await new Promise<string>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-  });
+  const signal = await stopped();
   clearInterval(poller);
   const live = standIn.calls.filter((c) => !c.final).length;
   process.stdout.write(`\n${signal}: stopping the stand-in${live > 0 ? ` (${live} call${live === 1 ? '' : 's'} still going, cut off with no callbacks)` : ''}\n`);
   await standIn.close();
   return 0;
+}
+
+function describeCallee(kind: CalleeKind, script: string | undefined): string {
+  return {
+    person: script !== undefined ? `a person playing ${script}` : 'a person',
+    voicemail: 'a voicemail',
+    busy: 'a busy line',
+    'no-answer': 'nobody answers (it rings out)',
+    failed: 'a call the carrier fails',
+  }[kind];
+}
+
+const stopped = () =>
+  new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+
+/** `--standin --carrier telnyx`: the Telnyx stand-in, its calls printed as the Twilio one's are. */
+async function runTelnyxStandIn(args: StandInArgs, kind: CalleeKind, steps: ScriptStep[] | null): Promise<number> {
+  const port = Number(args.port);
+  const callee: TelnyxCallee =
+    kind === 'person'
+      ? { kind: 'person', onAnswer: (leg, call) => playPerson(leg, call, steps) }
+      : kind === 'voicemail'
+        ? { kind: 'voicemail', ...(args.greeting !== undefined ? { greeting: args.greeting } : {}) }
+        : { kind };
+  const standIn = await startTelnyxStandIn({ host: args.host, port, defaultCallee: callee }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'EADDRINUSE') throw new Error(`${args.host}:${port} is in use; choose another port with --port`);
+    throw err;
+  });
+  process.stdout.write(
+    [
+      `Telnyx stand-in on ${standIn.url}; every number it calls: ${describeCallee(kind, args.script)}`,
+      `  Start Switchboard with TELNYX_API_BASE=${standIn.url} and give its account (PATCH /account)`,
+      `  telnyx: {"api_key": <any>, "public_key": "${standIn.publicKey}", "connection_id": <any>};`,
+      '  POST /calls from a number with provider telnyx then dials through here. Ctrl-C stops it.',
+      '',
+    ].join('\n'),
+  );
+  let seen = 0;
+  const poller = setInterval(() => {
+    for (; seen < standIn.calls.length; seen++) {
+      const call = standIn.calls[seen]!;
+      watchTelnyxCall(call).catch((err: unknown) => out(`call ${call.callControlId}: ${(err as Error).message}`));
+    }
+  }, 50);
+  const signal = await stopped();
+  clearInterval(poller);
+  const live = standIn.calls.filter((c) => !c.final).length;
+  process.stdout.write(`\n${signal}: stopping the stand-in${live > 0 ? ` (${live} call${live === 1 ? '' : 's'} still going, cut off with no webhooks)` : ''}\n`);
+  await standIn.close();
+  return 0;
+}
+
+/** A Telnyx call when it is placed and, once it is over, how it went. */
+async function watchTelnyxCall(call: TelnyxStandInCall): Promise<void> {
+  const amd = call.params.answering_machine_detection;
+  out(`call ${call.callControlId} to ${call.to} from ${call.from}${typeof amd === 'string' ? ` (answering-machine detection: ${amd})` : ''}`);
+  await call.waitFor((c) => c.final, Number.POSITIVE_INFINITY, 'the end of the call');
+  await Promise.all(call.legs.map((leg) => leg.until(() => leg.closed, 5_000).catch(() => undefined)));
+  const answered = call.answeredAt !== null;
+  const who = answered ? `answered by ${call.callee?.kind === 'voicemail' ? 'a voicemail' : 'a person'}` : 'not answered';
+  const seconds = answered ? ` after ${Math.ceil(((call.endedAt ?? Date.now()) - call.answeredAt!) / 1000)} s` : '';
+  const by = { callee: call.callee?.kind === 'voicemail' ? ', the voicemail hung up' : ', the callee hung up', carrier: ', Switchboard hung up', server: ', Switchboard closed the stream', local: '' }[call.leg?.endedBy ?? 'local'];
+  const errors = call.errors.length > 0 ? `; errors: ${call.errors.join('; ')}` : '';
+  out(`call ${call.callControlId} to ${call.to} ${who}; ended ${call.hangupCause ?? 'unknown'}${seconds}${by}${errors}`);
+  for (const line of conversation(call)) process.stdout.write(`    ${line}\n`);
 }
 
 function usageError(message: string): number {
@@ -342,11 +419,14 @@ function endedBy(call: StandInCall): string {
   return '';
 }
 
+/** A call of either stand-in, as far as the conversation printed goes. */
+type StandInLine = StandInCall | TelnyxStandInCall;
+
 /** Keys a person callee pressed, by call (a leg notes what it says, not its key presses). */
-const pressed = new WeakMap<StandInCall, Array<{ at: number; digits: string }>>();
+const pressed = new WeakMap<StandInLine, Array<{ at: number; digits: string }>>();
 
 /** What was said on the call, in order: what the callee heard (or its voicemail recorded), said and pressed. */
-function conversation(call: StandInCall): string[] {
+function conversation(call: StandInLine): string[] {
   const lines: Array<{ at: number; text: string }> = [];
   const line = (at: number, label: string, text: string) => lines.push({ at, text: `${`${label}:`.padEnd(10)}${text}` });
   const voicemail = call.voicemail;
@@ -361,14 +441,14 @@ function conversation(call: StandInCall): string[] {
 }
 
 /** A person callee: plays the script, or listens, says goodbye, listens, and hangs up; always within a bound. */
-async function playPerson(leg: MediaLeg, call: StandInCall, steps: ScriptStep[] | null): Promise<void> {
+async function playPerson(leg: MediaLeg, call: StandInLine, steps: ScriptStep[] | null): Promise<void> {
   let finished = false;
   try {
     if (steps) await playScript(leg, call, steps);
     else await sayGoodbye(leg);
     finished = true;
   } catch (err) {
-    out(`call ${call.sid}: ${steps ? 'the script stopped' : 'the callee gave up'}: ${(err as Error).message}`);
+    out(`call ${'sid' in call ? call.sid : call.callControlId}: ${steps ? 'the script stopped' : 'the callee gave up'}: ${(err as Error).message}`);
   }
   if (leg.closed) return;
   // after a script, the call may go on (the assistant ends it) for a while; otherwise the callee hangs up now
@@ -387,7 +467,7 @@ async function sayGoodbye(leg: MediaLeg): Promise<void> {
   await leg.quiet(1_000, 30_000);
 }
 
-async function playScript(leg: MediaLeg, call: StandInCall, steps: ScriptStep[]): Promise<void> {
+async function playScript(leg: MediaLeg, call: StandInLine, steps: ScriptStep[]): Promise<void> {
   for (const step of steps) {
     if (leg.closed) return;
     switch (step.kind) {

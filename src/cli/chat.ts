@@ -3,8 +3,14 @@
  * deployment, turn by turn from a script with expectations, and exits non-zero at the first one
  * not met — a workflow's test for CI. The script may create its assistant and workflow (they are
  * deleted afterwards) or name existing ones. Format: docs/chats.md.
+ *
+ * `npm run chat` with no script is interactive: each line typed is the customer's message, and
+ * the assistant's replies come back with the node they were said in, until the chat ends (or
+ * Ctrl-D). It chats with --assistant (the organization's only assistant when it has one) and
+ * --workflow when given.
  */
 import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { formatZodIssues } from '../../engine/validate.js';
@@ -14,7 +20,10 @@ const USAGE = `Usage: npm run chat -- --script <file.json>
   [--url <server>]            default $SWITCHBOARD_URL, else http://127.0.0.1:3000
   [--key <API key>]           default $SWITCHBOARD_API_KEY
   [--assistant <id>] [--workflow <id>]   instead of the script's own
-Exits 0 when every expectation is met, 1 at the first one that is not (or an API error), 2 on bad usage.`;
+Exits 0 when every expectation is met, 1 at the first one that is not (or an API error), 2 on bad usage.
+
+       npm run chat [-- --assistant <id>] [--workflow <id>] [--url <server>] [--key <API key>]
+Interactive: type the customer's lines; the replies come with their node. Ctrl-D leaves.`;
 
 const OneOrMore = z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]);
 
@@ -88,14 +97,12 @@ async function main(argv: string[]): Promise<number> {
     out(USAGE);
     return 0;
   }
-  const baseUrl = (values.url ?? process.env.SWITCHBOARD_URL ?? 'http://127.0.0.1:3000').replace(/\/+$/, '');
-  const key = values.key ?? process.env.SWITCHBOARD_API_KEY;
-  if (!values.script || !key) {
-    const missing = !values.script ? 'a script: --script <file.json>' : 'the API key: --key, or SWITCHBOARD_API_KEY';
-    process.stderr.write(`chat: needs ${missing}\n\n${USAGE}\n`);
+  const baseUrl = (values.url || process.env.SWITCHBOARD_URL || 'http://127.0.0.1:3000').replace(/\/+$/, '');
+  const key = values.key || process.env.SWITCHBOARD_API_KEY;
+  if (!key) {
+    process.stderr.write(`chat: needs the API key: --key, or SWITCHBOARD_API_KEY (npm start prints one on its first start)\n\n${USAGE}\n`);
     return 2;
   }
-  const script = readScript(values.script);
 
   const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> => {
     let res: Response;
@@ -121,6 +128,18 @@ async function main(argv: string[]): Promise<number> {
     if (r.status !== status) throw new ApiFailure(`${what}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
     return r.json;
   };
+  if (!values.script) {
+    try {
+      return await interactive(api, expectStatus, { assistant: values.assistant, workflow: values.workflow });
+    } catch (err) {
+      if (err instanceof ApiFailure) {
+        process.stderr.write(`chat: ${err.message}\n`);
+        return 1;
+      }
+      throw err;
+    }
+  }
+  const script = readScript(values.script);
 
   const created: string[] = [];
   let met = 0;
@@ -215,6 +234,74 @@ async function main(argv: string[]): Promise<number> {
       if (r && r.status !== 204) process.stderr.write(`chat: could not delete ${path}: HTTP ${r.status}\n`);
     }
   }
+}
+
+type Api = (method: string, path: string, body?: unknown) => Promise<{ status: number; json: any }>;
+
+/** A refused request in a person's words: the API's phrase, its message and each detail. */
+function refusal(what: string, r: { status: number; json: any }): ApiFailure {
+  const j = r.json ?? {};
+  const details = Array.isArray(j.details) ? j.details.map((d: string) => `\n  - ${d}`).join('') : '';
+  return new ApiFailure(`${what}: HTTP ${r.status} ${j.error ?? ''}${j.message && j.message !== j.error ? `: ${j.message}` : ''}${details}`);
+}
+
+/** The interactive chat: lines in from the terminal (or a pipe), replies out with their node. */
+async function interactive(
+  api: Api,
+  expectStatus: (what: string, r: { status: number; json: any }, status: number) => any,
+  chosen: { assistant: string | undefined; workflow: string | undefined },
+): Promise<number> {
+  let assistantId = chosen.assistant;
+  if (!assistantId) {
+    const { assistants } = expectStatus('listing the assistants', await api('GET', '/assistants'), 200) as { assistants: { id: string; name: string }[] };
+    if (assistants.length !== 1) {
+      process.stderr.write(
+        assistants.length === 0
+          ? 'chat: the organization has no assistant yet: make one (the dashboard at /console, or POST /assistants), or give --script\n'
+          : `chat: which assistant? give --assistant <id>:\n${assistants.map((a) => `  ${a.id}  ${a.name}`).join('\n')}\n`,
+      );
+      return 2;
+    }
+    assistantId = assistants[0]!.id;
+  }
+  const started = await api('POST', '/chats', { assistant_id: assistantId, ...(chosen.workflow ? { workflow_id: chosen.workflow } : {}) });
+  if (started.status !== 201) throw refusal('starting the chat', started);
+  let chat = started.json.chat as Chat;
+  const tty = process.stdin.isTTY === true;
+  out(`chat ${chat.id} (assistant ${assistantId}, workflow ${chosen.workflow ?? 'none'}): type the customer's lines${tty ? '; Ctrl-D leaves' : ''}`);
+  const show = (messages: ChatMessage[]) => {
+    for (const m of messages) {
+      const where = `[${m.node_id ?? '-'}]`;
+      if (m.role === 'assistant') out(`${where} assistant: ${m.content}`);
+      else if (m.role === 'tool') out(`${where} tool ${m.tool_name ?? '?'}: ${m.content}`);
+    }
+  };
+  show(chat.messages);
+  const lines = createInterface({ input: process.stdin, output: tty ? process.stdout : undefined, terminal: tty });
+  const prompt = () => {
+    if (!tty) return;
+    lines.setPrompt(`[${chat.node_id ?? '-'}] you: `);
+    lines.prompt();
+  };
+  prompt();
+  for await (const line of lines) {
+    const text = line.trim();
+    if (!text) {
+      prompt();
+      continue;
+    }
+    if (!tty) out(`[${chat.node_id ?? '-'}] customer:  ${text}`);
+    const before = chat.messages.length;
+    const answered = await api('POST', `/chats/${chat.id}/messages`, { text });
+    if (answered.status !== 200) throw refusal('the message', answered);
+    chat = answered.json.chat as Chat;
+    show(chat.messages.slice(before + 1));
+    if (chat.status === 'ended') break;
+    prompt();
+  }
+  lines.close();
+  out(`chat over: ${chat.status}${chat.ended_reason ? ` (${chat.ended_reason})` : ''}`);
+  return 0;
 }
 
 function readScript(file: string): ChatScript {

@@ -135,7 +135,8 @@ const GDPR_NOTE = 'The transcript is not included: the assistant has gdpr_mode o
 /** The e-mail of a call; with `gdpr_mode`, nothing of the conversation is in it. */
 export function callEmail(call: EmailedCall): CallEmail {
   const gdpr = assistantOf(call).gdpr_mode === true;
-  const spoken = gdpr ? [] : call.messages.filter((m) => m.role === 'assistant' || m.role === 'user');
+  // as the transcript: a `user` message a live control added was not said by the caller
+  const spoken = gdpr ? [] : call.messages.filter((m) => m.role === 'assistant' || (m.role === 'user' && m.source !== 'control'));
   const rows = summaryRows(call);
   const subject = subjectOf(call);
 

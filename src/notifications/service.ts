@@ -14,8 +14,9 @@ import type { Config } from '../config.js';
 import type { CallRecord } from '../calls/store.js';
 import { callEmail, isAnsweredCall, notificationRecipients } from './call-email.js';
 import type { EmailAttemptRecorder, QueuedEmail } from './email-sender.js';
-import { InProcessEmailQueue, type EmailQueue, type EmailQueueOptions } from './email-queue.js';
+import { InProcessEmailQueue, NotificationEmailQueue, type EmailQueue, type EmailQueueOptions } from './email-queue.js';
 import { BullMqEmailQueue } from './email-queue-bullmq.js';
+import type { Queues } from '../queue/index.js';
 import { redactSmtpUrl, SmtpMailer } from './smtp.js';
 
 export interface NotificationEmailsOptions {
@@ -25,6 +26,8 @@ export interface NotificationEmailsOptions {
   recorder?: EmailAttemptRecorder | null;
   /** BullMQ queue name (Redis only); tests give each server its own. */
   queueName?: string;
+  /** The process's queues (src/queue/); without them, a queue of its own from `config.REDIS_URL`. */
+  queues?: Queues;
   /** Tests shorten the retry schedule and the SMTP waits. */
   retryScheduleMs?: readonly number[];
   smtpTimeoutMs?: number;
@@ -61,11 +64,15 @@ export class NotificationEmails {
       recorder: options.recorder ?? null,
       ...(options.retryScheduleMs ? { retryScheduleMs: options.retryScheduleMs } : {}),
     };
-    this.queue = config.REDIS_URL
-      ? new BullMqEmailQueue({ ...queueOptions, redisUrl: config.REDIS_URL, ...(options.queueName ? { queueName: options.queueName } : {}) })
-      : new InProcessEmailQueue(queueOptions);
+    if (options.queueName) queueOptions.queueName = options.queueName;
+    this.queue = options.queues
+      ? new NotificationEmailQueue(options.queues, queueOptions)
+      : config.REDIS_URL
+        ? new BullMqEmailQueue({ ...queueOptions, redisUrl: config.REDIS_URL })
+        : new InProcessEmailQueue(queueOptions);
+    const onRedis = options.queues ? options.queues.backend === 'redis' : !!config.REDIS_URL;
     this.logger.info(
-      { smtp: redactSmtpUrl(config.SMTP_URL), from: config.SMTP_FROM, queue: config.REDIS_URL ? 'redis' : 'in process' },
+      { smtp: redactSmtpUrl(config.SMTP_URL), from: config.SMTP_FROM, queue: onRedis ? 'redis' : 'in process' },
       'notification e-mails are on',
     );
   }

@@ -1,35 +1,29 @@
-/** Every adapter, by catalog provider id: one per provider in `engine/catalog.ts`. */
+/**
+ * Every adapter, by catalog provider id, built from the declarations in `registry.ts`, and the
+ * vendors' endpoints they read, from `<VENDOR>_API_BASE` and `<VENDOR>_API_KEY`.
+ */
 import type { Config } from '../config.js';
-import type { Providers, ProviderSettings } from './types.js';
-import { createDeepgramStt } from './stt/deepgram.js';
-import { createOpenAiLlm } from './llm/openai.js';
-import { createElevenLabsTts } from './tts/elevenlabs.js';
-import { createOpenAiTts } from './tts/openai.js';
-import { createOpenAiRealtime } from './realtime/openai.js';
-import {
-  createSandboxLlm,
-  createSandboxRealtime,
-  createSandboxStt,
-  createSandboxTts,
-} from './sandbox/index.js';
+import { apiBaseVariable, apiKeyVariable } from './declare.js';
+import { PROVIDERS, vendorAccounts } from './registry.js';
+import type { Providers, ProviderSettings, VendorEndpoint } from './types.js';
 
 export function providerSettings(config: Config): ProviderSettings {
-  return {
-    deepgram: { baseUrl: config.DEEPGRAM_API_BASE, apiKey: config.DEEPGRAM_API_KEY },
-    openai: { baseUrl: config.OPENAI_API_BASE, apiKey: config.OPENAI_API_KEY },
-    elevenlabs: { baseUrl: config.ELEVENLABS_API_BASE, apiKey: config.ELEVENLABS_API_KEY },
-  };
+  const endpoints: Record<string, VendorEndpoint> = {};
+  for (const account of vendorAccounts()) {
+    endpoints[account.name] = {
+      baseUrl: config[apiBaseVariable(account)] ?? account.baseUrl,
+      apiKey: config[apiKeyVariable(account)],
+    };
+  }
+  return endpoints as ProviderSettings;
 }
 
 export function createProviders(settings: ProviderSettings): Providers {
-  const stt = [createDeepgramStt(settings), createSandboxStt()];
-  const llm = [createOpenAiLlm(settings, 'openai'), createOpenAiLlm(settings, 'custom-llm'), createSandboxLlm()];
-  const tts = [createElevenLabsTts(settings), createOpenAiTts(settings), createSandboxTts()];
-  const realtime = [createOpenAiRealtime(settings), createSandboxRealtime()];
-  return {
-    stt: new Map(stt.map((p) => [p.id, p])),
-    llm: new Map(llm.map((p) => [p.id, p])),
-    tts: new Map(tts.map((p) => [p.id, p])),
-    realtime: new Map(realtime.map((p) => [p.id, p])),
-  };
+  const providers: Providers = { stt: new Map(), llm: new Map(), tts: new Map(), realtime: new Map() };
+  for (const p of PROVIDERS) {
+    const adapter = p.create(settings);
+    // `create` of a declaration of kind K builds the adapter of kind K (declare.ts)
+    (providers[p.catalog.kind] as Map<string, typeof adapter>).set(p.catalog.id, adapter);
+  }
+  return providers;
 }

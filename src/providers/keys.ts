@@ -1,35 +1,22 @@
 /**
- * Which providers need a key this server may not have (DEEPGRAM_API_KEY, OPENAI_API_KEY,
- * ELEVENLABS_API_KEY), and what an assistant or a call would use of them. A call whose assistant
- * or workflow needs a key the server lacks is refused at start, before pickup, with the reasons in
- * `errors` (it would otherwise fail after the caller answered); `POST /assistants` and
- * `PATCH /assistants/{id}` answer with `warnings` saying the same, since an assistant is not
- * wrong for it: the key may be set before its first call.
+ * Which providers need a key this server may not have (each vendor's `<VENDOR>_API_KEY`, as its
+ * provider declarations say: `registry.ts`), and what an assistant or a call would use of them.
+ * A call whose assistant or workflow needs a key the server lacks is refused at start, before
+ * pickup, with the reasons in `errors` (it would otherwise fail after the caller answered);
+ * `POST /assistants` and `PATCH /assistants/{id}` answer with `warnings` saying the same, since an
+ * assistant is not wrong for it: the key may be set before its first call.
  *
- * `custom-llm` brings its own server and key (`llm_config.url`, `api_key`), and the sandbox needs
- * none.
+ * `custom-llm` and `openai-compatible` bring their own servers (`llm_config.url`,
+ * `tts_config.base_url`), and the sandbox needs none: their declarations name no account.
  */
 import { effectiveAssistant, type AssistantFields } from '../../engine/assistant.js';
 import type { WorkflowDefinition } from '../../engine/schema.js';
 import { formatPath } from '../../engine/paths.js';
+import { apiKeyVariable, vendorEndpoint } from './declare.js';
+import { findDeclaration } from './registry.js';
 import type { ProviderSettings } from './types.js';
 
-type Vendor = 'deepgram' | 'openai' | 'elevenlabs';
 type Kind = 'llm' | 'realtime' | 'stt' | 'tts';
-
-/** The vendor whose key each keyed provider uses, by kind and catalog id. */
-const KEYED: Record<Kind, Record<string, Vendor>> = {
-  llm: { openai: 'openai' },
-  realtime: { 'openai-realtime': 'openai' },
-  stt: { deepgram: 'deepgram' },
-  tts: { elevenlabs: 'elevenlabs', openai: 'openai' },
-};
-
-export const KEY_VARIABLES: Record<Vendor, string> = {
-  deepgram: 'DEEPGRAM_API_KEY',
-  openai: 'OPENAI_API_KEY',
-  elevenlabs: 'ELEVENLABS_API_KEY',
-};
 
 /** The variables set on this server, to ask whether a provider can run. */
 export class ProviderKeys {
@@ -37,9 +24,9 @@ export class ProviderKeys {
 
   /** The variable a provider needs and this server does not have, or null. */
   missing(kind: Kind, provider: string): string | null {
-    const vendor = KEYED[kind][provider];
-    if (!vendor) return null;
-    return this.settings[vendor].apiKey ? null : KEY_VARIABLES[vendor];
+    const account = findDeclaration(kind, provider)?.account;
+    if (!account) return null;
+    return vendorEndpoint(this.settings, account).apiKey ? null : apiKeyVariable(account);
   }
 
   /**

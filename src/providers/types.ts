@@ -45,11 +45,19 @@ export class ProviderError extends SwitchboardError {
   }
 }
 
-/** Where vendors are and how we authenticate to them (from `src/config.ts`). */
+/** Where one vendor account is and its key: `<VENDOR>_API_BASE` and `<VENDOR>_API_KEY`. */
+export interface VendorEndpoint {
+  baseUrl: string;
+  apiKey?: string | undefined;
+}
+
+/**
+ * Where vendors are and how we authenticate to them (`providerSettings(config)`): one
+ * `VendorEndpoint` per vendor account, by the account's name. Each vendor's file adds its field
+ * to this interface (`declare module '../types.js'`), optional so that settings built by hand for
+ * one vendor's tests need not name the others; adapters read it with `vendorEndpoint`.
+ */
 export interface ProviderSettings {
-  deepgram: { baseUrl: string; apiKey?: string | undefined };
-  openai: { baseUrl: string; apiKey?: string | undefined };
-  elevenlabs: { baseUrl: string; apiKey?: string | undefined };
   /** Request timeouts in ms (connect + first byte). */
   timeouts?: { connectMs?: number; firstTokenMs?: number };
 }
@@ -100,6 +108,11 @@ export interface LlmToolCall {
   name: string;
   /** JSON text as the model produced it. */
   arguments: string;
+  /**
+   * What the vendor wants back with this call when the history is sent again (Gemini's
+   * `thoughtSignature`); only the adapter that made it reads it.
+   */
+  vendorData?: Record<string, unknown>;
 }
 
 export type LlmMessage =
@@ -127,7 +140,14 @@ export type LlmEvent =
   | { type: 'text'; text: string }
   /** Emitted once, complete, when the model has finished its tool calls (deltas merged). */
   | { type: 'tool_calls'; calls: LlmToolCall[] }
-  | { type: 'done'; finishReason: string | null };
+  /** `usage`: the request's tokens, as the vendor's usage fields count them (when it sends them). */
+  | { type: 'done'; finishReason: string | null; usage?: LlmTokenUsage };
+
+/** A model request's tokens, from the vendor's own usage fields. */
+export interface LlmTokenUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
 
 export interface LlmProvider {
   readonly id: string;
@@ -181,8 +201,9 @@ export interface RealtimeFunctionCall {
 export interface RealtimeEvents {
   /** Assistant audio (μ-law), tagged with the output item it belongs to (for truncation). */
   onAudio(mulaw: Buffer, itemId: string): void;
-  /** The caller started speaking (server VAD): the pipeline decides about barge-in. */
+  /** The caller started speaking (server VAD): the call decides about barge-in (docs/turn-taking.md, Realtime calls). */
   onSpeechStarted(): void;
+  /** The caller's turn ended (server VAD): the vendor creates its reply by itself. */
   onSpeechStopped?(): void;
   /** Transcripts of either side, when the vendor provides them. */
   onTranscript?(role: 'user' | 'assistant', text: string, final: boolean): void;
@@ -207,6 +228,21 @@ export interface RealtimeSession {
   truncate(itemId: string, audioEndMs: number): void;
   /** Answer a function call; `respond` asks for a response afterwards (default true). */
   sendFunctionResult(callId: string, output: string, respond?: boolean): void;
+  /** A message in the model's conversation, not spoken (a live control's `add-message`); no response is asked for. */
+  addMessage?(role: 'system' | 'user', text: string): void;
+  /**
+   * The caller's last turn was a noise: its input and the reply to it (`itemIds`, the reply's
+   * output items) leave the model's conversation, where the vendor allows it.
+   */
+  forgetTurn?(itemIds: string[]): void;
+  /**
+   * Whether the vendor stops its own response when its VAD hears the caller start (true, or
+   * absent: the call then cuts at once, as the model's audio has stopped anyway); false: it goes
+   * on, and the call cuts from its own voice-activity detector and the caller's words.
+   */
+  readonly interruptsOnSpeech?: boolean;
+  /** A response is under way at the vendor (its VAD will not start another at the end of a turn); absent: unknown. */
+  readonly responding?: boolean;
   close(): Promise<void>;
 }
 

@@ -47,6 +47,10 @@ export abstract class LegCaller {
   say(text: string): Promise<void> {
     return this.line.say(text);
   }
+  /** Sends μ-law 8 kHz audio (a recording, a noise) in real time; resolves when it has been sent. */
+  play(mulaw: Buffer, text = ''): Promise<void> {
+    return this.line.play(mulaw, text);
+  }
   pressKey(digit: string): void {
     this.line.pressKey(digit);
   }

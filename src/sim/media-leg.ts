@@ -8,9 +8,11 @@
  * The simulated inbound caller (./caller.ts) and the callee of the Twilio stand-in (./twilio.ts)
  * are both one of these on the line. A web call's browser (./web-caller.ts) is one on the web
  * wire, and a SIP phone (./sip-caller.ts) one on the RTP wire: there the call's signalling sets
- * up an `RtpLink` (no socket of the leg's own, no marks, no `clear`: RTP has none).
+ * up an `RtpLink` (no socket of the leg's own, no marks, no `clear`: RTP has none). The Telnyx
+ * stand-in's calls (./telnyx-call.ts) are one on Telnyx's media streaming wire: the same socket
+ * and messages in Telnyx's shape, and with both tracks, what the party hears sent back too.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import WebSocket from 'ws';
 import { synthesizeSandboxSpeech } from '../providers/sandbox/tts.js';
 import { createSandboxStt } from '../providers/sandbox/stt.js';
@@ -58,13 +60,26 @@ export interface RtpLink {
   close(): void;
 }
 
+/** What a Telnyx stream's `start` says of its call (./telnyx-call.ts). */
+export interface TelnyxStreamInfo {
+  callControlId: string;
+  callSessionId: string;
+  from: string;
+  to: string;
+  clientState: string | null;
+  /** `stream_track: both_tracks`: every frame the party hears goes back as the `outbound` track. */
+  bothTracks: boolean;
+}
+
 export interface MediaLegOptions {
   /**
    * The wire: `twilio` (Media Streams JSON, base64 μ-law 8 kHz: the default), `web` (a web
-   * call's stream, docs/web-calls.md: binary 16 kHz PCM and JSON control messages) or `rtp` (a
-   * SIP call's media, μ-law 8 kHz in RTP packets: `connectRtp`).
+   * call's stream, docs/web-calls.md: binary 16 kHz PCM and JSON control messages), `rtp` (a
+   * SIP call's media, μ-law 8 kHz in RTP packets: `connectRtp`) or `telnyx` (Telnyx's media
+   * streaming frames, base64 μ-law 8 kHz RTP payloads; `telnyx` says what its `start` carries).
    */
-  wire?: 'twilio' | 'web' | 'rtp';
+  wire?: 'twilio' | 'web' | 'rtp' | 'telnyx';
+  telnyx?: TelnyxStreamInfo;
   accountSid: string;
   callSid: string;
   streamSid?: string;
@@ -131,7 +146,7 @@ export class MediaLeg {
 
   constructor(private readonly o: MediaLegOptions) {
     this.callSid = o.callSid;
-    this.streamSid = o.streamSid ?? `MZ${randomBytes(16).toString('hex')}`;
+    this.streamSid = o.streamSid ?? (o.wire === 'telnyx' ? randomUUID() : `MZ${randomBytes(16).toString('hex')}`);
     this.bridge = o.wire === 'web' ? AudioBridge.for({ encoding: 'pcm16', sampleRate: 16_000 }) : null;
   }
 
@@ -158,7 +173,8 @@ export class MediaLeg {
     }
     ws.on('error', () => undefined);
     ws.on('close', (code) => this.onClose(code));
-    if (!this.bridge) this.twilioStart(customParameters);
+    if (this.o.wire === 'telnyx') this.telnyxStart();
+    else if (!this.bridge) this.twilioStart(customParameters);
     // the line is never silent on the wire: 20 ms frames, speech or silence
     this.sendTimer = setInterval(() => this.sendFrame(), 20);
   }
@@ -193,6 +209,25 @@ export class MediaLeg {
         tracks: ['inbound'],
         mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
         customParameters,
+      },
+    });
+  }
+
+  private telnyxStart() {
+    const t = this.o.telnyx;
+    this.ws?.send(JSON.stringify({ event: 'connected', version: '1.0.0' }));
+    this.send({
+      event: 'start',
+      start: {
+        user_id: randomUUID(),
+        call_control_id: t?.callControlId ?? this.callSid,
+        call_session_id: t?.callSessionId ?? randomUUID(),
+        from: t?.from ?? '',
+        to: t?.to ?? '',
+        tags: [],
+        client_state: t?.clientState ?? null,
+        custom_parameters: {},
+        media_format: { encoding: 'PCMU', sample_rate: 8000, channels: 1 },
       },
     });
   }
@@ -332,6 +367,8 @@ export class MediaLeg {
   /** What the ear hears, as it plays (recorded on the same 20 ms timeline as what is said). */
   private earHears(audio: Buffer) {
     this.feedEars(audio);
+    // Telnyx's outbound track: what the party hears, back to the server
+    if (this.o.telnyx?.bothTracks) this.sendTelnyxMedia('outbound', audio);
     if ((this.ears[0] as { hearing?: boolean } | undefined)?.hearing) this.lastVoiceAt = Date.now();
     if (this.o.recordAudio) this.heardAudio.push(audio);
   }
@@ -344,6 +381,7 @@ export class MediaLeg {
     if (this.o.faults?.noMarkEcho) return;
     this.marksEchoed.push(name);
     if (this.bridge) this.ws?.send(JSON.stringify({ type: 'mark', name }));
+    else if (this.o.wire === 'telnyx') this.send({ event: 'mark', mark: { name } });
     else this.send({ event: 'mark', streamSid: this.streamSid, mark: { name } });
   }
 
@@ -357,7 +395,8 @@ export class MediaLeg {
       if (!this.endedBy) this.rtp.send(frame);
     } else if (this.bridge) {
       if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(this.bridge.fromProviders(frame), { binary: true });
-    } else this.sendTwilioFrame(frame);
+    } else if (this.o.wire === 'telnyx') this.sendTelnyxMedia('inbound', frame);
+    else this.sendTwilioFrame(frame);
     next?.onSent?.();
     if (this.sendQueue.length === 0) this.wake();
   }
@@ -371,10 +410,21 @@ export class MediaLeg {
     });
   }
 
-  /** Sends one Twilio message; every message after `connected` carries the next sequence number. */
+  /** One Telnyx media frame of a track, in the key order Telnyx documents (`stream_id` last). */
+  private sendTelnyxMedia(track: 'inbound' | 'outbound', audio: Buffer) {
+    const chunk = track === 'inbound' ? ++this.chunk : this.chunk;
+    this.send({ event: 'media', media: { track, chunk: String(chunk), timestamp: String(Math.max(0, chunk - 1) * 20), payload: audio.toString('base64') } });
+  }
+
+  /**
+   * Sends one message; every message after `connected` carries the next sequence number (Twilio's
+   * `sequenceNumber`; Telnyx's `sequence_number`, with `stream_id`).
+   */
   private send(message: Record<string, unknown>) {
     if (this.ws?.readyState !== WebSocket.OPEN) return;
-    this.ws.send(JSON.stringify({ event: message.event, sequenceNumber: String(++this.sequence), ...message }));
+    const sequence = String(++this.sequence);
+    if (this.o.wire === 'telnyx') this.ws.send(JSON.stringify({ event: message.event, sequence_number: sequence, ...message, stream_id: this.streamSid }));
+    else this.ws.send(JSON.stringify({ event: message.event, sequenceNumber: sequence, ...message }));
   }
 
   /** Speaks a line (sandbox TTS audio, sent in real time); resolves when it has been sent. */
@@ -437,6 +487,7 @@ export class MediaLeg {
   pressKey(digit: string): void {
     if (this.rtp) return void (this.endedBy || this.rtp.sendDtmf(digit));
     if (this.bridge) return void this.ws?.send(JSON.stringify({ type: 'dtmf', digit }));
+    if (this.o.wire === 'telnyx') return this.send({ event: 'dtmf', occurred_at: new Date().toISOString(), dtmf: { digit } });
     this.send({ event: 'dtmf', streamSid: this.streamSid, dtmf: { track: 'inbound_track', digit } });
   }
 
@@ -491,6 +542,7 @@ export class MediaLeg {
     } else if (!this.endedBy && this.ws?.readyState === WebSocket.OPEN) {
       this.ending ??= by;
       if (this.bridge) this.ws.send(JSON.stringify({ type: 'hangup' }));
+      else if (this.o.wire === 'telnyx') this.send({ event: 'stop', stop: { user_id: randomUUID(), call_control_id: this.o.telnyx?.callControlId ?? this.callSid } });
       else this.send({ event: 'stop', streamSid: this.streamSid, stop: { accountSid: this.o.accountSid, callSid: this.callSid } });
       this.ws.close(1000);
     }

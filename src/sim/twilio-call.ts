@@ -57,6 +57,8 @@ export class StandInCall {
   readonly twiml: string[] = [];
   /** Numbers (or SIP addresses) a `<Dial>` connected the call to. */
   readonly dialed: string[] = [];
+  /** The conferences a `<Dial><Conference>` put the call in, in order. */
+  readonly conferences: string[] = [];
   /** What went wrong along the way (a TwiML fetch that failed, a stream that did not connect…). */
   readonly errors: string[] = [];
   /** Every media stream the call opened, the current one last. */
@@ -261,6 +263,13 @@ export class StandInCall {
           void this.finish('completed');
           return;
         case 'Dial': {
+          const conference = verb.children.find((n) => n.name === 'Conference');
+          if (conference) {
+            // in the conference until it ends (the <Dial> is over: the TwiML goes on) or the call leaves it
+            this.conferences.push(conference.text);
+            await this.ctx.conferences.enter(conference.text, this, conference.attributes.endConferenceOnExit === 'true', execution.signal);
+            break;
+          }
           const target = verb.children.find((n) => ['Number', 'Sip', 'Client'].includes(n.name))?.text ?? verb.text;
           this.dialed.push(target);
           // bridged to the other party until somebody ends the call (REST, `hangUp()`) or redirects it

@@ -6,6 +6,7 @@
 import type { HeardLine, MediaLeg } from './media-leg.js';
 import type { StandInCall } from './twilio-call.js';
 import type { ToneOptions } from './tone.js';
+import type { Conferences } from './conference.js';
 
 export const API_VERSION = '2010-04-01';
 
@@ -85,6 +86,8 @@ export interface VoicemailRecord {
 /** What a call needs from the stand-in that holds it. */
 export interface CallContext {
   authToken: string;
+  /** The stand-in's conferences (`<Dial><Conference>`). */
+  conferences: Conferences;
   signal: AbortSignal;
   recordAudio: boolean;
   /** Steps between the REST create and `initiated`, and `initiated` and `ringing`. */

@@ -10,8 +10,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { SimulatedCall, mediaLegOf, type SimulatedCallOptions } from './caller.js';
 import { API_VERSION, StandInCall, type CalleeBehaviour, type CallContext } from './twilio-call.js';
+import { Conferences, type StandInConference } from './conference.js';
 
 export { StandInCall, DEFAULT_GREETING } from './twilio-call.js';
+export type { StandInConference, ConferenceParticipant } from './conference.js';
 export type { CalleeBehaviour, CallbackRecord, CallStatus, CallbackStatus, PersonCallee, VoicemailCallee, VoicemailRecord } from './twilio-call.js';
 
 export interface TwilioStandInOptions {
@@ -69,6 +71,8 @@ export interface TwilioStandIn {
   calls: StandInCall[];
   /** The call with this SID. */
   call(sid: string): StandInCall | undefined;
+  /** The conference of that name (`<Dial><Conference>`), once a call entered it. */
+  conference(name: string): StandInConference | undefined;
   /** Sets (or with null, removes) the behaviour of the callee at `number`, for calls placed from now on. */
   setCallee(number: string, behaviour: CalleeBehaviour | null): void;
   setDefaultCallee(behaviour: CalleeBehaviour): void;
@@ -98,9 +102,11 @@ export async function startTwilioStandIn(options: TwilioStandInOptions = {}): Pr
   let defaultCallee: CalleeBehaviour = options.defaultCallee ?? { kind: 'person' };
   const closing = new AbortController();
   const inboundCallers: SimulatedCall[] = [];
+  const conferences = new Conferences();
 
   const context = (authToken: string): CallContext => ({
     authToken,
+    conferences,
     signal: closing.signal,
     recordAudio: options.recordAudio ?? false,
     queueMs: options.queueMs ?? 10,
@@ -244,6 +250,7 @@ export async function startTwilioStandIn(options: TwilioStandInOptions = {}): Pr
     requests,
     calls,
     call: (sid) => calls.find((c) => c.sid === sid),
+    conference: (name) => conferences.get(name),
     setCallee(number, behaviour) {
       if (behaviour) callees.set(number, behaviour);
       else callees.delete(number);

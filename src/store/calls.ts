@@ -2,6 +2,7 @@
  * The call log (migration 004): one row per call, written as the call goes (src/calls/call-log.ts),
  * read by GET /calls and GET /calls/{id} once the call session is gone, pruned by age.
  */
+import type { CallObserved } from '../observability/observed.js';
 import type { Db } from './db.js';
 import { DAY_MS, deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
@@ -14,6 +15,7 @@ export interface LoggedMessage {
   time: string;
   seconds_from_start: number;
   node_id: string | null;
+  source?: 'control';
 }
 
 /** A call as the log keeps it: what the call is and what happened, not its snapshots. */
@@ -47,6 +49,22 @@ export interface CallLogEntry {
   /** `null`: none was extracted. A later write without it keeps the one already logged. */
   structured_data: unknown;
   recording_ref: string | null;
+  /** The `{{variables}}` given for the call (POST /calls, /calls/web, an assistant-request answer); empty with `gdpr_mode`. */
+  variables: Record<string, string | number | boolean>;
+  /** The call's transfer (DECISIONS 16), as `CallTransfer` (src/calls/warm-transfer.ts); null or absent: none. */
+  transfer?: LoggedTransfer | null;
+  /** Trace id, turns, usage and cost, once the call ended (null before, and for calls logged before they were kept). */
+  observed?: CallObserved | null;
+}
+
+/** A call's transfer as the log keeps it. */
+export interface LoggedTransfer {
+  mode: 'cold' | 'warm';
+  destination: string;
+  result: 'completed' | 'no-answer' | 'busy' | 'declined' | 'failed' | null;
+  summary: string | null;
+  operator_answered_at: string | null;
+  joined_at: string | null;
 }
 
 export interface LoggedCall extends CallLogEntry {
@@ -67,6 +85,24 @@ export interface CallLogQuery {
   since?: string | undefined;
   /** created_at < until (ISO 8601). */
   until?: string | undefined;
+  /** Calls whose customer number contains these characters (`+` and digits: `555 01` is no number). */
+  customer?: string | undefined;
+}
+
+/** What the dashboard's overview shows of a period (GET /calls/stats). */
+export interface CallLogStats {
+  /** Calls created in the period. */
+  calls: number;
+  /** The period's calls by status (queued, ringing, in-progress, forwarding, ended). */
+  by_status: Record<string, number>;
+  /** The period's ended calls by ended_reason. */
+  by_ended_reason: Record<string, number>;
+  /** Mean of ended_at − started_at over the period's calls that have both; null when none has. */
+  mean_duration_seconds: number | null;
+  /** Calls not over, whenever they were created: ringing, in progress or being forwarded now. */
+  live: number;
+  /** Nearest-rank p50 and p95 of the totals of every caller turn of the period's calls (their `observed.turns`); null without turns. */
+  turn_latency_ms: { p50: number; p95: number; turns: number } | null;
 }
 
 export interface CallLogPage {
@@ -135,6 +171,9 @@ interface CallRow {
   errors: unknown;
   structured_data: unknown;
   recording_ref: string | null;
+  variables: Record<string, string | number | boolean> | null;
+  transfer: LoggedTransfer | null;
+  observed: CallObserved | null;
   updated_at: Date | string;
   /** created_at to the microsecond, for the cursor. */
   position: string;
@@ -167,12 +206,15 @@ const toLoggedCall = (r: CallRow): LoggedCall => ({
   errors: readCallErrors(r.errors),
   structured_data: r.structured_data,
   recording_ref: r.recording_ref,
+  variables: r.variables ?? {},
+  transfer: r.transfer ?? null,
+  observed: r.observed ?? null,
   updated_at: iso(r.updated_at),
 });
 
 const COLUMNS = `id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
   customer_number, customer_name, answered_by, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
-  started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref, updated_at,
+  started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref, transfer, observed, variables, updated_at,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position`;
 
 const json = (value: unknown) => JSON.stringify(value);
@@ -194,9 +236,9 @@ export class CallLogRepository {
       `INSERT INTO calls (id, organization_id, type, transport, transport_ids, number_id, phone_number, phone_number_name,
          customer_number, assistant_id, workflow_id, definition_hash, workflow_note, status, ended_reason, created_at,
          started_at, ended_at, messages, nodes_visited, current_node, errors, structured_data, recording_ref,
-         customer_name, answered_by)
+         customer_name, answered_by, variables, transfer, observed)
        VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-         $19::jsonb, $20::jsonb, $21, $22::jsonb, $23::jsonb, $24, $25, $26)
+         $19::jsonb, $20::jsonb, $21, $22::jsonb, $23::jsonb, $24, $25, $26, $27::jsonb, $28::jsonb, $29::jsonb)
        ON CONFLICT (id) DO UPDATE SET
          type = EXCLUDED.type,
          transport = EXCLUDED.transport,
@@ -222,6 +264,9 @@ export class CallLogRepository {
          errors = EXCLUDED.errors,
          structured_data = COALESCE(EXCLUDED.structured_data, calls.structured_data),
          recording_ref = COALESCE(EXCLUDED.recording_ref, calls.recording_ref),
+         variables = EXCLUDED.variables,
+         transfer = COALESCE(EXCLUDED.transfer, calls.transfer),
+         observed = COALESCE(EXCLUDED.observed, calls.observed),
          updated_at = now()
        WHERE calls.organization_id = EXCLUDED.organization_id`,
       [
@@ -251,6 +296,9 @@ export class CallLogRepository {
         e.recording_ref,
         e.customer?.name ?? null,
         e.answered_by,
+        json(e.variables ?? {}),
+        e.transfer ? json(e.transfer) : null,
+        e.observed ? json(e.observed) : null,
       ],
     );
   }
@@ -299,10 +347,16 @@ export class CallLogRepository {
     if (q.number_id) where.push(`number_id = ${param(q.number_id)}`);
     if (q.since) where.push(`created_at >= ${param(q.since)}::timestamptz`);
     if (q.until) where.push(`created_at < ${param(q.until)}::timestamptz`);
+    // the characters are `+` and digits only (the API's query schema): nothing of LIKE's own
+    if (q.customer) where.push(`customer_number LIKE ${param(`%${q.customer}%`)}`);
     // one row more than asked says whether another page follows
+    const pageSql = `WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ${param(q.limit + 1)}`;
+    // a search picks the page's ids from the customer-number index first (migration 010), then
+    // reads those rows alone: a substring can be checked in the index, not looked up in it
     const { rows } = await this.db.query<CallRow>(
-      `SELECT ${COLUMNS} FROM calls WHERE ${where.join(' AND ')}
-        ORDER BY created_at DESC, id DESC LIMIT ${param(q.limit + 1)}`,
+      q.customer
+        ? `SELECT ${COLUMNS} FROM calls WHERE id IN (SELECT id FROM calls ${pageSql}) ORDER BY created_at DESC, id DESC`
+        : `SELECT ${COLUMNS} FROM calls ${pageSql}`,
       params,
     );
     const page = rows.slice(0, q.limit);
@@ -311,6 +365,60 @@ export class CallLogRepository {
       calls: page.map(toLoggedCall),
       next_cursor: rows.length > q.limit && last ? encodeCursor(last.position, last.id) : null,
     };
+  }
+
+  /**
+   * The organization's calls created in [since, until): how many, by status and ended reason,
+   * their mean duration; and how many calls are live now. One pass over the period's index
+   * entries (migration 010 covers the columns read, so PostgreSQL need not visit the rows).
+   */
+  async stats(orgId: string, period: { since: string; until: string }): Promise<CallLogStats> {
+    const { rows } = await this.db.query<{ status: string; ended_reason: string | null; n: number; timed: number; seconds: number | null }>(
+      `SELECT status, ended_reason, count(*)::int AS n,
+              count(*) FILTER (WHERE started_at IS NOT NULL AND ended_at IS NOT NULL)::int AS timed,
+              sum(extract(epoch FROM ended_at - started_at)) FILTER (WHERE started_at IS NOT NULL AND ended_at IS NOT NULL)::float8 AS seconds
+         FROM calls WHERE organization_id = $1 AND created_at >= $2::timestamptz AND created_at < $3::timestamptz
+        GROUP BY status, ended_reason`,
+      [orgId, period.since, period.until],
+    );
+    const live = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM calls WHERE organization_id = $1 AND status IN ('ringing', 'in-progress', 'forwarding')`,
+      [orgId],
+    );
+    // every turn of the period's ended calls: kept in `observed` (migration 010_call_observed) once a call ends
+    const turns = await this.db.query<{ p50: number | null; p95: number | null; n: number }>(
+      `SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY total) AS p50, percentile_disc(0.95) WITHIN GROUP (ORDER BY total) AS p95,
+              count(*)::int AS n
+         FROM (SELECT (t->'latency'->>'total')::float8 AS total
+                 FROM calls c, jsonb_array_elements(CASE WHEN jsonb_typeof(c.observed->'turns') = 'array' THEN c.observed->'turns' ELSE '[]'::jsonb END) AS t
+                WHERE c.organization_id = $1 AND c.created_at >= $2::timestamptz AND c.created_at < $3::timestamptz
+                  AND c.observed IS NOT NULL) AS turn
+        WHERE total IS NOT NULL`,
+      [orgId, period.since, period.until],
+    );
+    const t = turns.rows[0];
+    const out: CallLogStats = {
+      calls: 0,
+      by_status: {},
+      by_ended_reason: {},
+      mean_duration_seconds: null,
+      live: live.rows[0]?.n ?? 0,
+      turn_latency_ms: t && t.n > 0 && t.p50 !== null && t.p95 !== null ? { p50: t.p50, p95: t.p95, turns: t.n } : null,
+    };
+    let timed = 0;
+    let seconds = 0;
+    for (const r of rows) {
+      out.calls += r.n;
+      out.by_status[r.status] = (out.by_status[r.status] ?? 0) + r.n;
+      if (r.status === 'ended') {
+        const reason = r.ended_reason ?? 'unknown';
+        out.by_ended_reason[reason] = (out.by_ended_reason[reason] ?? 0) + r.n;
+      }
+      timed += r.timed;
+      seconds += r.seconds ?? 0;
+    }
+    if (timed > 0) out.mean_duration_seconds = seconds / timed;
+    return out;
   }
 
   /**

@@ -56,6 +56,10 @@ class PostgresDb implements Db {
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // a connection dropped between two statements fails the next one; its 'error' must not go unheard
+    let lost: Error | null = null;
+    const onError = (err: Error) => (lost = err);
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const tx: Queryable = {
@@ -71,7 +75,9 @@ class PostgresDb implements Db {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      client.release();
+      client.off('error', onError);
+      // a broken connection is destroyed, not handed to the next caller
+      client.release(lost ?? undefined);
     }
   }
 
@@ -107,12 +113,29 @@ class PGliteDb implements Db {
     await this.db.close();
     this.lock?.release();
   }
+
+  /** The database's files as an uncompressed tar. */
+  async dump(): Promise<Blob> {
+    return this.db.dumpDataDir('none');
+  }
+}
+
+/** An embedded database's files (a tar) for `openDb`'s `image`. */
+export function dumpPglite(db: Db): Promise<Blob> {
+  if (!(db instanceof PGliteDb)) throw new Error('only an embedded (PGlite) database can be dumped');
+  return db.dump();
 }
 
 export interface OpenDbOptions {
   databaseUrl?: string | undefined;
   /** Folder of the embedded database; `null` keeps it in memory (tests). */
   dataDir?: string | null;
+  /**
+   * In memory only: start from these files (`dumpPglite` of a migrated database) rather than
+   * from an empty cluster, which spares `initdb` and the migrations (the tests open many). The
+   * migrations not in it still run.
+   */
+  image?: Blob;
 }
 
 /**
@@ -182,7 +205,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
       throw err;
     }
   } else {
-    db = new PGliteDb(await (await pglite()).create(PGLITE_CONF), null);
+    db = new PGliteDb(await (await pglite()).create(options.image ? { ...PGLITE_CONF, loadDataDir: options.image } : PGLITE_CONF), null);
   }
   try {
     await migrate(db);

@@ -1,9 +1,12 @@
 /**
  * Notification e-mail attempts (migration 007): written by the e-mail sender
- * (src/notifications/email-sender.ts), read per call (GET /calls/{id}/emails). No message text
- * is kept: a row says who it was for, how the SMTP server answered and what happens next.
+ * (src/notifications/email-sender.ts), read per call (GET /calls/{id}/emails), pruned by age
+ * (migration 012, src/notifications/retention.ts). No message text is kept: a row says who it
+ * was for, how the SMTP server answered and what happens next.
  */
 import type { Db } from './db.js';
+import { DEFAULT_PRUNE_BATCH } from './deliveries.js';
+import { deleteOlderThan } from './retention.js';
 import { iso } from './workflows.js';
 
 /** `sent`: the SMTP server took it; `retrying`: another attempt is scheduled; `failed`: final; `gave-up`: schedule used up. */
@@ -82,5 +85,13 @@ export class EmailAttemptRepository {
       next_retry_at: r.next_retry_at === null ? null : iso(r.next_retry_at),
       created_at: iso(r.created_at),
     }));
+  }
+
+  /**
+   * Deletes attempts made before `cutoff`, in batches of `batchSize` (oldest first, each batch its
+   * own statement), until none is left or `shouldStop()` says so; returns how many went.
+   */
+  pruneOlderThan(cutoff: Date, batchSize = DEFAULT_PRUNE_BATCH, options: { shouldStop?: () => boolean } = {}): Promise<number> {
+    return deleteOlderThan(this.db, 'email_attempts', cutoff, batchSize, options);
   }
 }

@@ -8,6 +8,7 @@ import { KeyRepository } from './keys.js';
 import { NumberRepository } from './numbers.js';
 import { OutboundQueueRepository } from './outbound-queue.js';
 import { WorkflowRepository } from './workflows.js';
+import { TestSuiteRepository } from '../suites/store.js';
 
 export interface Store {
   db: Db;
@@ -22,6 +23,8 @@ export interface Store {
   outboundQueue: OutboundQueueRepository;
   /** Attempts at notification e-mails (GET /calls/{id}/emails). */
   emailAttempts: EmailAttemptRepository;
+  /** Test suites and their runs (DECISIONS 20). */
+  testSuites: TestSuiteRepository;
 }
 
 export function createStore(db: Db): Store {
@@ -35,5 +38,6 @@ export function createStore(db: Db): Store {
     calls: new CallLogRepository(db),
     outboundQueue: new OutboundQueueRepository(db),
     emailAttempts: new EmailAttemptRepository(db),
+    testSuites: new TestSuiteRepository(db),
   };
 }

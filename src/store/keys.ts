@@ -10,6 +10,19 @@ export interface Organization {
   name: string;
 }
 
+/** A key as its organization sees it (GET /keys): never the key itself, which only its maker saw. */
+export interface OrganizationKey {
+  id: string;
+  name: string | null;
+  /** The key's first 16 characters (`sk_live_` and 8 more): enough to recognise it. */
+  prefix: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+/** Why a key of an organization was not revoked. */
+export type RevokeOutcome = { kind: 'revoked'; key: OrganizationKey } | { kind: 'not-found' } | { kind: 'last-key' };
+
 export interface ApiKeyInfo {
   id: string;
   prefix: string;
@@ -32,13 +45,60 @@ export class KeyRepository {
 
   /** The organization a key belongs to, or null for a malformed, unknown or revoked key. */
   async authenticate(key: string): Promise<Organization | null> {
+    return (await this.identify(key))?.organization ?? null;
+  }
+
+  /** The organization of a key and the key's id, or null for a malformed, unknown or revoked key. */
+  async identify(key: string): Promise<{ organization: Organization; keyId: string } | null> {
     if (!API_KEY_PATTERN.test(key)) return null;
-    const { rows } = await this.db.query<Organization>(
-      `SELECT o.id, o.name FROM api_keys k JOIN organizations o ON o.id = k.organization_id
+    const { rows } = await this.db.query<Organization & { key_id: string }>(
+      `SELECT o.id, o.name, k.id AS key_id FROM api_keys k JOIN organizations o ON o.id = k.organization_id
         WHERE k.key_hash = $1 AND k.revoked_at IS NULL`,
       [hashApiKey(key)],
     );
-    return rows[0] ?? null;
+    const row = rows[0];
+    return row ? { organization: { id: row.id, name: row.name }, keyId: row.key_id } : null;
+  }
+
+  /** The organization's keys, active and revoked, oldest first. */
+  async listForOrganization(orgId: string): Promise<OrganizationKey[]> {
+    const { rows } = await this.db.query<KeyRow>(
+      `SELECT id, name, prefix, created_at, revoked_at FROM api_keys WHERE organization_id = $1 ORDER BY created_at, id`,
+      [orgId],
+    );
+    return rows.map(toOrganizationKey);
+  }
+
+  /** A new key of an existing organization: the key itself is in the answer and nowhere else. */
+  async createForOrganization(orgId: string, name: string | null): Promise<{ key: OrganizationKey; secret: string }> {
+    const secret = generateApiKey();
+    const { rows } = await this.db.query<KeyRow>(
+      `INSERT INTO api_keys (id, organization_id, prefix, key_hash, name) VALUES ($1, $2, $3, $4, $5)
+       RETURNING id, name, prefix, created_at, revoked_at`,
+      [randomUUID(), orgId, secret.slice(0, PREFIX_LENGTH), hashApiKey(secret), name],
+    );
+    return { key: toOrganizationKey(rows[0]!), secret };
+  }
+
+  /**
+   * Revokes one active key of the organization, unless it is the organization's last active key
+   * (an organization without a key could never use the API again). The organization's active
+   * keys are locked first, so that two revocations at once cannot both take the last two.
+   */
+  async revokeForOrganization(orgId: string, id: string): Promise<RevokeOutcome> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string }>(
+        'SELECT id FROM api_keys WHERE organization_id = $1 AND revoked_at IS NULL ORDER BY id FOR UPDATE',
+        [orgId],
+      );
+      if (!rows.some((r) => r.id === id)) return { kind: 'not-found' };
+      if (rows.length === 1) return { kind: 'last-key' };
+      const revoked = await tx.query<KeyRow>(
+        `UPDATE api_keys SET revoked_at = now() WHERE id = $1 RETURNING id, name, prefix, created_at, revoked_at`,
+        [id],
+      );
+      return { kind: 'revoked', key: toOrganizationKey(revoked.rows[0]!) };
+    });
   }
 
   /** Creates a key for the organization named `orgName` (made when it does not exist yet). */
@@ -92,6 +152,22 @@ export class KeyRepository {
     return { revoked: matches.map((k) => k.prefix), ambiguous: [] };
   }
 }
+
+interface KeyRow {
+  id: string;
+  name: string | null;
+  prefix: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const toOrganizationKey = (r: KeyRow): OrganizationKey => ({
+  id: r.id,
+  name: r.name,
+  prefix: r.prefix,
+  created_at: new Date(r.created_at).toISOString(),
+  revoked_at: r.revoked_at ? new Date(r.revoked_at).toISOString() : null,
+});
 
 async function findOrCreateOrganization(tx: Queryable, name: string): Promise<Organization> {
   const existing = await tx.query<Organization>(

@@ -20,8 +20,8 @@ export interface PhoneNumber {
   id: string;
   number: string;
   name: string | null;
-  /** Who carries its calls: Twilio Media Streams, or our own SIP endpoint (DECISIONS 15). */
-  provider: 'twilio' | 'sip';
+  /** Who carries its calls: a carrier with numbers (src/telephony/registry.ts): `twilio`, `sip`, … */
+  provider: string;
   assistant_id: string | null;
   workflow_id: string | null;
   webhook: WebhookSettings | null;

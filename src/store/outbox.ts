@@ -11,7 +11,8 @@
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisConnections } from '../redis.js';
 import type { Logger } from 'pino';
 import { isOutage } from './outage.js';
 
@@ -35,6 +36,8 @@ export interface OutboxOptions {
   logger: Logger;
   workerId: string;
   redisUrl?: string | undefined;
+  /** The process's Redis owner (the runtime's); wins over `redisUrl`. */
+  redis?: RedisConnections | null;
   /** DATA_DIR: where the file goes when Redis is down too (null: memory only, tests). */
   dataDir?: string | null;
   /** Entries kept at most; default 100,000. */
@@ -80,7 +83,8 @@ export class Outbox {
     this.listKey = `${prefix}outbox:${o.workerId}`;
     this.aliveKey = `${prefix}outbox-alive:${o.workerId}`;
     // fails at once while Redis is down: the write then goes to the file
-    this.redis = o.redisUrl ? new Redis(o.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : null;
+    const redis = o.redis ?? o.redisUrl;
+    this.redis = redis ? RedisConnections.open(redis, 'outbox', { maxRetriesPerRequest: 1, enableOfflineQueue: false }) : null;
     this.redis?.on('error', () => undefined);
     this.dir = o.dataDir ? path.resolve(o.dataDir, 'outbox') : null;
     this.file = this.dir ? path.join(this.dir, `${hostname()}-${process.pid}-${o.workerId}.jsonl`) : null;

@@ -33,7 +33,7 @@ export type PruneRows = (
  */
 export async function deleteOlderThan(
   db: Db,
-  table: 'calls' | 'webhook_deliveries',
+  table: 'calls' | 'webhook_deliveries' | 'email_attempts',
   cutoff: Date,
   batchSize: number,
   options: { shouldStop?: () => boolean } = {},

@@ -4,11 +4,15 @@ import type { WorkflowDefinition } from '../../engine/schema.js';
 import { isStillReferenced, type Db } from './db.js';
 import { InUseError } from './errors.js';
 
+/** Where the dashboard's editor draws each node, by node id (DECISIONS 19); never part of the definition. */
+export type WorkflowLayout = Record<string, { x: number; y: number }>;
+
 export interface Workflow {
   id: string;
   name: string;
   is_active: boolean;
   definition: WorkflowDefinition;
+  layout: WorkflowLayout;
   created_at: string;
   updated_at: string;
 }
@@ -29,6 +33,7 @@ interface WorkflowRow {
   name: string;
   is_active: boolean;
   definition: WorkflowDefinition;
+  layout: WorkflowLayout | null;
   entry_node: string;
   node_count: number;
   edge_count: number;
@@ -43,23 +48,38 @@ const toWorkflow = (r: WorkflowRow): Workflow => ({
   name: r.name,
   is_active: r.is_active,
   definition: r.definition,
+  layout: r.layout ?? {},
   created_at: iso(r.created_at),
   updated_at: iso(r.updated_at),
 });
 
 const summaryColumns = (d: WorkflowDefinition) => [d.entry_node, d.nodes.length, d.edges.length];
 
+/** The layout's entries for the definition's nodes only: a node removed takes its position with it. */
+export function layoutFor(layout: WorkflowLayout, definition: WorkflowDefinition): WorkflowLayout {
+  const ids = new Set(definition.nodes.map((n) => n.id));
+  return Object.fromEntries(Object.entries(layout).filter(([id]) => ids.has(id)));
+}
+
 export class WorkflowRepository {
   constructor(private readonly db: Db) {}
 
   async create(
     orgId: string,
-    input: { name: string; definition: WorkflowDefinition; is_active: boolean },
+    input: { name: string; definition: WorkflowDefinition; is_active: boolean; layout?: WorkflowLayout },
   ): Promise<Workflow> {
     const { rows } = await this.db.query<WorkflowRow>(
-      `INSERT INTO workflows (id, organization_id, name, is_active, definition, entry_node, node_count, edge_count)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-      [randomUUID(), orgId, input.name, input.is_active, JSON.stringify(input.definition), ...summaryColumns(input.definition)],
+      `INSERT INTO workflows (id, organization_id, name, is_active, definition, entry_node, node_count, edge_count, layout)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
+      [
+        randomUUID(),
+        orgId,
+        input.name,
+        input.is_active,
+        JSON.stringify(input.definition),
+        ...summaryColumns(input.definition),
+        JSON.stringify(layoutFor(input.layout ?? {}, input.definition)),
+      ],
     );
     return toWorkflow(rows[0]!);
   }
@@ -93,9 +113,10 @@ export class WorkflowRepository {
   async update(
     orgId: string,
     id: string,
-    patch: { name?: string; is_active?: boolean; definition?: WorkflowDefinition },
+    patch: { name?: string | undefined; is_active?: boolean | undefined; definition?: WorkflowDefinition | undefined; layout?: WorkflowLayout | undefined },
   ): Promise<Workflow | null> {
     const d = patch.definition;
+    // the layout keeps only the nodes of the definition it ends up beside (the new one, or the one kept)
     const { rows } = await this.db.query<WorkflowRow>(
       `UPDATE workflows SET
          name = COALESCE($3, name),
@@ -104,6 +125,9 @@ export class WorkflowRepository {
          entry_node = COALESCE($6, entry_node),
          node_count = COALESCE($7, node_count),
          edge_count = COALESCE($8, edge_count),
+         layout = (SELECT COALESCE(jsonb_object_agg(l.key, l.value), '{}'::jsonb)
+                     FROM jsonb_each(COALESCE($9::jsonb, workflows.layout)) AS l
+                    WHERE l.key IN (SELECT n->>'id' FROM jsonb_array_elements(COALESCE($5::jsonb, workflows.definition)->'nodes') AS n)),
          updated_at = now()
        WHERE id = $1 AND organization_id = $2 RETURNING *`,
       [
@@ -113,6 +137,7 @@ export class WorkflowRepository {
         patch.is_active ?? null,
         d ? JSON.stringify(d) : null,
         ...(d ? summaryColumns(d) : [null, null, null]),
+        patch.layout ? JSON.stringify(patch.layout) : null,
       ],
     );
     return rows[0] ? toWorkflow(rows[0]) : null;

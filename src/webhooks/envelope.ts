@@ -3,6 +3,7 @@
  * customer, ...fields of the event } }`, and the structured data of an end-of-call report.
  * Pure except for the injected model in `extractStructuredData`.
  */
+import type { CallObserved } from '../observability/observed.js';
 import type { EffectiveAssistant } from '../../engine/assistant.js';
 import type { WebhookEventType } from '../../engine/schema.js';
 import { transcriptText } from '../calls/transcript.js';
@@ -11,14 +12,17 @@ import type { CallError } from '../errors.js';
 
 export type { WebhookEventType };
 /** `chat`: a text chat (`POST /chats`), which sends `tool-calls` only (docs/chats.md). */
-export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call' | 'chat';
+/** `test_chat` and `test_call`: a test suite's conversations (DECISIONS 20), which send tool-calls and nothing else. */
+export type CallType = 'inbound_phone_call' | 'outbound_phone_call' | 'web_call' | 'chat' | 'test_chat' | 'test_call';
 export type { CallStatus };
 
 /** DECISIONS 7 `ended_reason` values. */
 export type EndedReason =
   | 'customer-ended-call'
+  | 'customer-did-not-join'
   | 'assistant-ended-call'
   | 'call-transferred'
+  | 'transfer-failed'
   | 'silence-timed-out'
   | 'exceeded-max-duration'
   | 'voicemail'
@@ -73,6 +77,8 @@ export interface ReportMessage {
   time: string;
   seconds_from_start: number;
   node_id: string | null;
+  /** `control`: a live control said or added it; absent otherwise. */
+  source?: 'control';
 }
 
 export interface CallAnalysis {
@@ -100,7 +106,25 @@ export interface EndOfCallReportMessage extends MessageBase<'end-of-call-report'
   answered_by?: 'human' | 'machine' | 'unknown' | null;
   /** `GET /calls/{id}/recording` (absolute, on PUBLIC_URL) when the call was recorded, else null. */
   recording_url: string | null;
+  /** The call's transfer, cold or warm (DECISIONS 16); null when it had none. */
+  transfer: ReportTransfer | null;
+  /** The call's trace, turns, usage and cost (DECISIONS 21; null fields when not known). */
+  trace_id: string | null;
+  turns: CallObserved['turns'];
+  turn_latency: CallObserved['turn_latency'];
+  usage: CallObserved['usage'] | null;
+  cost: CallObserved['cost'];
   analysis: CallAnalysis;
+}
+
+/** A call's transfer in its report (as `GET /calls/{id}` has it). */
+export interface ReportTransfer {
+  mode: 'cold' | 'warm';
+  destination: string;
+  result: 'completed' | 'no-answer' | 'busy' | 'declined' | 'failed' | null;
+  summary: string | null;
+  operator_answered_at: string | null;
+  joined_at: string | null;
 }
 
 export type WebhookMessage =
@@ -179,6 +203,9 @@ export interface EndOfCallReportInput {
   answered_by?: 'human' | 'machine' | 'unknown' | null;
   /** Where the call's recording is served, when it was recorded. */
   recording_url?: string | null;
+  transfer?: ReportTransfer | null;
+  /** What was observed of the call (src/observability/), when it was. */
+  observed?: CallObserved | null;
 }
 
 /** What the report needs from the call's assistant. */
@@ -217,6 +244,12 @@ export async function endOfCallReportMessage(
     assistant_id: input.assistant_id,
     workflow_id: input.workflow_id,
     recording_url: input.recording_url ?? null,
+    transfer: input.transfer ? { ...input.transfer, ...(options.assistant?.gdpr_mode ? { summary: null } : {}) } : null,
+    trace_id: input.observed?.trace_id ?? null,
+    turns: input.observed?.turns ?? [],
+    turn_latency: input.observed?.turn_latency ?? null,
+    usage: input.observed?.usage ?? null,
+    cost: input.observed?.cost ?? null,
     analysis: {},
   };
   if (input.errors && input.errors.length > 0) message.errors = input.errors.map((e) => ({ ...e }));
@@ -230,6 +263,7 @@ export async function endOfCallReportMessage(
       time: m.time,
       seconds_from_start: m.seconds_from_start,
       node_id: m.node_id,
+      ...(m.source ? { source: m.source } : {}),
     }));
   }
   if (options.assistant) {

@@ -5,6 +5,7 @@
  * (3xx included: redirects are not followed) and on a refused or invalid URL. Both queue
  * implementations run their attempts through `NotificationSender`.
  */
+import { callTraceparent, endSpan, parseTraceparent, startSpan, tracingEnabled } from '../observability/tracing.js';
 import type { Logger } from 'pino';
 import type { DeliveryAttemptRecord, DeliveryOutcome } from '../store/deliveries.js';
 import type { Clock } from './clock.js';
@@ -46,6 +47,8 @@ export interface Notification {
   created_at: number;
   /** Attempts already made before it was queued again (the reconciler, after the queue lost it). */
   attempts?: number;
+  /** The call's trace (W3C `traceparent`), when tracing is on: each attempt is a `webhook` span in it. */
+  traceparent?: string;
 }
 
 /** Where attempts are written (the delivery repository in production). */
@@ -61,6 +64,7 @@ export function createNotification(input: {
   body: WebhookBody<Extract<WebhookMessage, { type: NotificationEvent }>>;
   now?: number;
 }): Notification {
+  const traceparent = callTraceparent(input.callId);
   return {
     id: newMessageId(),
     organization_id: input.organizationId,
@@ -70,6 +74,7 @@ export function createNotification(input: {
     secret: input.target.secret,
     body: JSON.stringify(input.body),
     created_at: input.now ?? Date.now(),
+    ...(traceparent ? { traceparent } : {}),
   };
 }
 
@@ -117,6 +122,19 @@ export class NotificationSender {
 
   /** `attempt` counts from 1. */
   async attempt(n: Notification, attempt: number): Promise<AttemptResult> {
+    const parent = tracingEnabled() ? parseTraceparent(n.traceparent) : null;
+    const span = parent ? startSpan('webhook', parent, { 'switchboard.webhook.event': n.event, 'switchboard.webhook.attempt': attempt, 'switchboard.call.id': n.call_id, 'url.full': redactUrl(n.url) }) : null;
+    try {
+      const result = await this.attemptOnce(n, attempt);
+      endSpan(span, { 'switchboard.webhook.outcome': result.outcome }, result.outcome === 'delivered' ? undefined : result.outcome);
+      return result;
+    } catch (err) {
+      endSpan(span, {}, (err as Error).message);
+      throw err;
+    }
+  }
+
+  private async attemptOnce(n: Notification, attempt: number): Promise<AttemptResult> {
     const { clock, http, logger } = this.options;
     const startedAt = clock.now();
     const headers = webhookRequestHeaders({

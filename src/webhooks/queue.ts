@@ -1,14 +1,16 @@
 /**
- * The delivery queue of notifications (DECISIONS 1 and 7): BullMQ on Redis when REDIS_URL is set
- * (queue-bullmq.ts), an in-process queue otherwise, with the same semantics:
+ * The delivery queue of notifications (DECISIONS 1 and 7): notifications as jobs on the process's
+ * job queue (src/queue/, docs/queues.md), BullMQ on Redis when REDIS_URL is set, in process
+ * otherwise, with the queue's rules:
  *
  * - at least once: a message leaves the queue only after a 2xx or a final failure;
  * - every attempt carries the message's one `X-Webhook-Id` and a fresh timestamp and signature;
- * - in order per call: each call has a chain (FIFO) of its messages and only the head of a chain
- *   is ever attempted; while it waits for its next retry, the call's later messages wait behind
- *   it. Chains of different calls are independent.
+ * - in order per call: each call's messages are one group of the queue, and only the head of a
+ *   group is ever attempted; while it waits for its next retry, the call's later messages wait
+ *   behind it. Calls are independent.
  */
 import type { Logger } from 'pino';
+import { createQueues, type JobQueue, type Queues } from '../queue/index.js';
 import { systemClock, type Clock } from './clock.js';
 import type { WebhookHttpClient } from './http.js';
 import { NotificationSender, type DeliveryRecorder, type Notification } from './notify.js';
@@ -22,6 +24,8 @@ export interface DeliveryQueue {
   close(): Promise<void>;
   /** Whether the message is still queued (the reconciler re-queues it when not). */
   holds(notification: Notification): Promise<boolean>;
+  /** Resolves when no attempt is in flight or due here (retries may still be scheduled). */
+  whenIdle(): Promise<void>;
 }
 
 export interface DeliveryQueueOptions {
@@ -34,143 +38,70 @@ export interface DeliveryQueueOptions {
   timeoutMs?: number;
   /** Attempts in flight at once (over all calls). Default 32. */
   concurrency?: number;
+  /** BullMQ queue name. Default `switchboard-webhooks`. */
+  queueName?: string;
+  /** BullMQ Redis key prefix. Default `bull`. */
+  prefix?: string;
 }
 
-interface Chain {
-  items: Notification[];
-  /** The message `attempts` counts for. */
-  headId: string | null;
-  /** Attempts made so far on the head. */
-  attempts: number;
-  timer: unknown;
-  running: boolean;
+export const WEBHOOK_QUEUE = 'switchboard-webhooks';
+
+/** Notifications on a job queue of `queues`' backend. */
+export class NotificationQueue implements DeliveryQueue {
+  protected readonly jobs: JobQueue<Notification>;
+
+  constructor(queues: Queues, options: DeliveryQueueOptions) {
+    const sender = new NotificationSender({ ...options, clock: options.clock ?? systemClock });
+    this.jobs = queues.create<Notification>({
+      name: options.queueName ?? WEBHOOK_QUEUE,
+      logger: options.logger,
+      words: { queue: 'webhook queue', items: 'undelivered messages' },
+      concurrency: options.concurrency ?? 32,
+      // an attempt takes at most the 15 s timeout; the lock is renewed meanwhile
+      lockDurationMs: 60_000,
+      ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.prefix ? { prefix: options.prefix } : {}),
+      handler: async ({ data, attempt }) => {
+        const result = await sender.attempt(data, attempt);
+        return result.outcome === 'retrying' ? { retryInMs: result.retryInMs ?? 0 } : 'done';
+      },
+    });
+  }
+
+  enqueue(n: Notification): Promise<void> {
+    return this.jobs.add({ id: n.id, group: n.call_id, data: n, attemptsMade: n.attempts });
+  }
+
+  holds(n: Notification): Promise<boolean> {
+    return this.jobs.holds({ id: n.id, group: n.call_id });
+  }
+
+  start(): Promise<void> {
+    return this.jobs.start();
+  }
+
+  whenIdle(): Promise<void> {
+    return this.jobs.whenIdle();
+  }
+
+  /** Messages not yet delivered or given up, over all calls (in process; Redis keeps its own). */
+  get pending(): number {
+    return this.jobs.pending;
+  }
+
+  close(): Promise<void> {
+    return this.jobs.close();
+  }
+
+  /** Stops this instance's worker and removes every key of the queue (tests). */
+  obliterate(): Promise<void> {
+    return this.jobs.obliterate();
+  }
 }
 
 /** The embedded default. Not durable: messages still queued when the process stops are lost. */
-export class InProcessDeliveryQueue implements DeliveryQueue {
-  private readonly chains = new Map<string, Chain>();
-  private readonly ready: string[] = [];
-  private readonly sender: NotificationSender;
-  private readonly clock: Clock;
-  private readonly concurrency: number;
-  private inFlight = new Set<Promise<void>>();
-  private started = false;
-  private closed = false;
-  private idleWaiters: (() => void)[] = [];
-
-  constructor(private readonly options: DeliveryQueueOptions) {
-    this.clock = options.clock ?? systemClock;
-    this.concurrency = options.concurrency ?? 32;
-    this.sender = new NotificationSender({ ...options, clock: this.clock });
-  }
-
-  async enqueue(notification: Notification): Promise<void> {
-    if (this.closed) throw new Error('the delivery queue is closed');
-    let chain = this.chains.get(notification.call_id);
-    if (!chain) {
-      chain = { items: [], headId: null, attempts: 0, timer: null, running: false };
-      this.chains.set(notification.call_id, chain);
-    }
-    chain.items.push(notification);
-    if (chain.items.length === 1) this.markReady(notification.call_id);
-  }
-
-  async holds(notification: Notification): Promise<boolean> {
-    return !!this.chains.get(notification.call_id)?.items.some((n) => n.id === notification.id);
-  }
-
-  async start(): Promise<void> {
-    this.started = true;
-    this.pump();
-  }
-
-  /** Resolves when no attempt is in flight and none is due (retries may still be scheduled). */
-  whenIdle(): Promise<void> {
-    if (this.isIdle()) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
-  /** Messages not yet delivered or given up, over all calls. */
-  get pending(): number {
-    let n = 0;
-    for (const chain of this.chains.values()) n += chain.items.length;
-    return n;
-  }
-
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    for (const chain of this.chains.values()) {
-      if (chain.timer !== null) this.clock.clearTimeout(chain.timer);
-      chain.timer = null;
-    }
-    await Promise.all([...this.inFlight]);
-    const left = this.pending;
-    if (left > 0) this.options.logger.warn({ pending: left }, 'webhook queue closed with undelivered messages (in-process queue: they are dropped)');
-    this.chains.clear();
-    this.ready.length = 0;
-    this.settleIdle();
-  }
-
-  private isIdle(): boolean {
-    return this.inFlight.size === 0 && (this.ready.length === 0 || !this.started || this.closed);
-  }
-
-  private settleIdle(): void {
-    if (!this.isIdle()) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  private markReady(callId: string): void {
-    this.ready.push(callId);
-    this.pump();
-  }
-
-  private pump(): void {
-    while (this.started && !this.closed && this.inFlight.size < this.concurrency && this.ready.length > 0) {
-      const callId = this.ready.shift()!;
-      const run = this.attemptHead(callId).finally(() => {
-        this.inFlight.delete(run);
-        this.pump();
-        this.settleIdle();
-      });
-      this.inFlight.add(run);
-    }
-  }
-
-  private async attemptHead(callId: string): Promise<void> {
-    const chain = this.chains.get(callId);
-    const head = chain?.items[0];
-    if (!chain || !head || chain.running) return;
-    chain.running = true;
-    if (chain.headId !== head.id) {
-      chain.headId = head.id;
-      chain.attempts = head.attempts ?? 0;
-    }
-    chain.attempts += 1;
-    let result;
-    try {
-      result = await this.sender.attempt(head, chain.attempts);
-    } catch (err) {
-      // not expected (the sender reports failures as outcomes): retry later rather than lose it
-      this.options.logger.error({ err, callId }, 'webhook attempt crashed');
-      result = { outcome: 'retrying' as const, retryInMs: 60_000 };
-    } finally {
-      chain.running = false;
-    }
-    if (this.closed) return;
-    if (result.outcome === 'retrying') {
-      chain.timer = this.clock.setTimeout(() => {
-        chain.timer = null;
-        if (!this.closed) this.markReady(callId);
-      }, result.retryInMs ?? 0);
-      return;
-    }
-    chain.items.shift();
-    chain.attempts = 0;
-    if (chain.items.length > 0) this.ready.push(callId);
-    else this.chains.delete(callId);
+export class InProcessDeliveryQueue extends NotificationQueue {
+  constructor(options: DeliveryQueueOptions) {
+    super(createQueues({ redis: null }), options);
   }
 }

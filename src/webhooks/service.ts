@@ -20,7 +20,8 @@ import {
 import { WebhookHttpClient, type ResolveHost } from './http.js';
 import { createNotification, type DeliveryRecorder, type Notification } from './notify.js';
 import { BullMqDeliveryQueue } from './queue-bullmq.js';
-import { InProcessDeliveryQueue, type DeliveryQueue, type DeliveryQueueOptions } from './queue.js';
+import { InProcessDeliveryQueue, NotificationQueue, type DeliveryQueue, type DeliveryQueueOptions } from './queue.js';
+import type { Queues } from '../queue/index.js';
 import type { WebhookTarget } from './target.js';
 
 export interface WebhookServiceOptions {
@@ -31,6 +32,8 @@ export interface WebhookServiceOptions {
   clock?: Clock;
   /** BullMQ queue name (Redis only). */
   queueName?: string;
+  /** The process's queues (src/queue/); without them, a queue of its own from `config.REDIS_URL`. */
+  queues?: Queues;
   resolve?: ResolveHost;
   /**
    * Where a notification is recorded before it is queued (DECISIONS 22: the database, through the
@@ -39,14 +42,13 @@ export interface WebhookServiceOptions {
   durable?: { record(notification: Notification): Promise<void> } | null;
 }
 
-/** BullMQ when REDIS_URL is set, in process otherwise (DECISIONS 1). */
-export function createDeliveryQueue(
-  config: Pick<Config, 'REDIS_URL'>,
-  options: DeliveryQueueOptions & { queueName?: string },
-): DeliveryQueue {
-  return config.REDIS_URL
-    ? new BullMqDeliveryQueue({ ...options, redisUrl: config.REDIS_URL })
-    : new InProcessDeliveryQueue(options);
+/**
+ * On the process's queues; or, given the configuration (tools, tests), on a queue of its own:
+ * BullMQ when REDIS_URL is set, in process otherwise (DECISIONS 1).
+ */
+export function createDeliveryQueue(from: Queues | Pick<Config, 'REDIS_URL'>, options: DeliveryQueueOptions): DeliveryQueue {
+  if ('create' in from) return new NotificationQueue(from, options);
+  return from.REDIS_URL ? new BullMqDeliveryQueue({ ...options, redisUrl: from.REDIS_URL }) : new InProcessDeliveryQueue(options);
 }
 
 /** How long a recorded notification's enqueue is waited for before the call goes on. */
@@ -70,7 +72,7 @@ export class WebhookService {
       allowPrivate: options.config.WEBHOOK_ALLOW_PRIVATE,
       ...(options.resolve ? { resolve: options.resolve } : {}),
     });
-    this.queue = createDeliveryQueue(options.config, {
+    this.queue = createDeliveryQueue(options.queues ?? options.config, {
       http: this.http,
       logger: options.logger,
       recorder: this.recorder,

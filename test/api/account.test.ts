@@ -1,4 +1,5 @@
 /** GET/PATCH /account (DECISIONS 6): the default webhook and the telephony credentials. */
+import { DEFAULT_PRICES } from '../../src/observability/pricing.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, type TestApp } from '../helpers/app.js';
 
@@ -28,7 +29,9 @@ describe('account settings', () => {
         webhook: null,
         telephony: { twilio: null },
         sip: { inbound: null, outbound: null },
+        telnyx: null,
         outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
+        pricing: DEFAULT_PRICES,
       },
     });
   });
@@ -184,7 +187,9 @@ describe('account settings', () => {
       webhook: null,
       telephony: { twilio: null },
       sip: { inbound: null, outbound: null },
+      telnyx: null,
       outbound: { max_concurrent_calls: 10, calls_per_second: 1 },
+      pricing: DEFAULT_PRICES,
     });
     expect(theirs.json().account.id).not.toBe(t.orgId);
     await patch({ webhook: { url: 'https://other.example.com/h' } }, t.otherKey);
@@ -255,5 +260,71 @@ describe('account settings', () => {
     }
     expect((await patch({ sip: { inbound: null } })).json().account.sip.inbound).toBeNull();
     expect((await patch({ sip: null })).json().account.sip).toEqual({ inbound: null, outbound: null });
+  });
+
+  it('Telnyx settings: the API key write-only (never shown, kept when left out), the keys checked, the others untouched, cleared', async () => {
+    const publicKey = Buffer.alloc(32, 7).toString('base64');
+    const apiKey = 'KEY0192AB_telnyx_secret_key';
+    const set = await patch({ telnyx: { api_key: apiKey, public_key: publicKey, connection_id: '2811212257810187875' } });
+    expect(set.statusCode).toBe(200);
+    expect(set.json().account.telnyx).toEqual({ public_key: publicKey, connection_id: '2811212257810187875', api_key_set: true });
+    expect(set.body).not.toContain(apiKey);
+    const got = await get();
+    expect(got.json().account.telnyx).toEqual({ public_key: publicKey, connection_id: '2811212257810187875', api_key_set: true });
+    expect(got.body).not.toContain(apiKey);
+    expect((await t.store.account.get(t.orgId)).carriers).toEqual({ telnyx: { api_key: apiKey, public_key: publicKey, connection_id: '2811212257810187875' } });
+    // another connection, the key left out: the one kept is kept
+    const changed = await patch({ telnyx: { public_key: publicKey, connection_id: 'uuid-like-0f3e-4b2a' } });
+    expect(changed.statusCode).toBe(200);
+    expect((await t.store.account.get(t.orgId)).carriers?.telnyx).toEqual({ api_key: apiKey, public_key: publicKey, connection_id: 'uuid-like-0f3e-4b2a' });
+    // other settings leave it alone, and it them
+    const sip = await patch({ sip: { outbound: { proxy: 'sip:sip.example.net' } } });
+    expect(sip.json().account.telnyx.connection_id).toBe('uuid-like-0f3e-4b2a');
+    expect((await patch({ telnyx: { public_key: publicKey, connection_id: 'c1' } })).json().account.sip.outbound.proxy).toBe('sip:sip.example.net');
+    for (const [body, detail] of [
+      [{ telnyx: { api_key: apiKey, public_key: 'not-a-key', connection_id: 'c1' } }, /^telnyx\.public_key: must be Telnyx's public key/],
+      [{ telnyx: { api_key: apiKey, public_key: Buffer.alloc(31).toString('base64'), connection_id: 'c1' } }, /^telnyx\.public_key: /],
+      [{ telnyx: { api_key: apiKey, public_key: publicKey, connection_id: 'has spaces' } }, /^telnyx\.connection_id: must be a Telnyx connection id/],
+      [{ telnyx: { api_key: 'short', public_key: publicKey, connection_id: 'c1' } }, /^telnyx\.api_key: /],
+      [{ telnyx: { api_key: apiKey, connection_id: 'c1' } }, /^telnyx\.public_key: required/],
+      [{ telnyx: { api_key: apiKey, public_key: publicKey, connection_id: 'c1', extra: 1 } }, /telnyx/],
+    ] as const) {
+      const res = await patch(body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().details[0]).toMatch(detail);
+    }
+    expect((await patch({ telnyx: null })).json().account.telnyx).toBeNull();
+    expect((await t.store.account.get(t.orgId)).carriers).toBeUndefined();
+    // with none kept, the key is required
+    const keyless = await patch({ telnyx: { public_key: publicKey, connection_id: 'c1' } });
+    expect(keyless.statusCode).toBe(400);
+    expect(keyless.json().details).toEqual(['telnyx.api_key: required (it is never shown; once set, leave it out to keep it)']);
+  });
+});
+
+describe('pricing (docs/usage.md)', () => {
+  it('shows the shipped table with its date; an entry given replaces its price, null goes back, null for all restores them', async () => {
+    expect((await get()).json().account.pricing.read_on).toBe(DEFAULT_PRICES.read_on);
+    const res = await patch({ pricing: { llm: { 'sandbox/sandbox': { per_million_input_tokens: 1000, per_million_output_tokens: 2000 } }, carrier: { 'web/inbound': { per_minute: 0.5 } } } });
+    expect(res.statusCode).toBe(200);
+    const pricing = res.json().account.pricing;
+    expect(pricing.llm['sandbox/sandbox']).toEqual({ per_million_input_tokens: 1000, per_million_output_tokens: 2000 });
+    expect(pricing.carrier['web/inbound']).toEqual({ per_minute: 0.5 });
+    expect(pricing.llm['openai/gpt-4o-mini']).toEqual(DEFAULT_PRICES.llm['openai/gpt-4o-mini']);
+    // another organization keeps the shipped prices
+    expect((await get(t.otherKey)).json().account.pricing).toEqual(DEFAULT_PRICES);
+    const back = await patch({ pricing: { carrier: { 'web/inbound': null } } });
+    expect(back.json().account.pricing.carrier['web/inbound']).toEqual(DEFAULT_PRICES.carrier['web/inbound']);
+    expect(back.json().account.pricing.llm['sandbox/sandbox'].per_million_input_tokens).toBe(1000);
+    expect((await patch({ pricing: null })).json().account.pricing).toEqual(DEFAULT_PRICES);
+  });
+
+  it('refuses a price that is not a number, a negative one, a unit of another kind, a key that is not provider/model', async () => {
+    const res = await patch({ pricing: { stt: { 'deepgram/nova-3': { per_minute: -1 }, nova: { per_minute: 1 } }, llm: { 'openai/gpt-4o': { per_minute: 1 } } } });
+    expect(res.statusCode).toBe(400);
+    const details = res.json().details.join('\n');
+    expect(details).toMatch(/pricing\.stt\["deepgram\/nova-3"\]\.per_minute/);
+    expect(details).toMatch(/provider\/model/);
+    expect(details).toMatch(/pricing\.llm/);
   });
 });

@@ -39,7 +39,8 @@ describe('assistants API', () => {
       },
     });
     expect(a.id).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await t.request('GET', `/assistants/${a.id}`)).json()).toEqual({ assistant: a });
+    // the read says what a write said: the providers whose key this server lacks
+    expect((await t.request('GET', `/assistants/${a.id}`)).json()).toEqual({ assistant: a, warnings: res.json().warnings });
   });
 
   it('requires name, and tts_config (with a voice) for a pipeline assistant', async () => {
@@ -107,6 +108,19 @@ describe('assistants API', () => {
     expect(joined).toContain('notification_email:');
     expect(joined).toContain('speech_config.turn_taking.endpointing_min_delay:');
     expect(joined).toContain('favourite_colour');
+  });
+
+  it('speech_config.turn_taking.vad: "webrtc" by default, "silero" taken, anything else a 400 naming the field', async () => {
+    const plain = await create(pipelineAssistant);
+    expect(plain.json().assistant.speech_config.turn_taking.vad).toBe('webrtc');
+    const silero = await create({ ...pipelineAssistant, speech_config: { turn_taking: { vad: 'silero' } } });
+    expect(silero.statusCode).toBe(201);
+    expect(silero.json().assistant.speech_config.turn_taking).toMatchObject({ vad: 'silero', interruption_min_duration: 0.5 });
+    for (const vad of ['rnnoise', 'WebRTC', '', 3, null]) {
+      const res = await create({ ...pipelineAssistant, speech_config: { turn_taking: { vad } } });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().details).toEqual(['speech_config.turn_taking.vad: must be one of "webrtc", "silero"']);
+    }
   });
 
   it('endpointing min must not exceed max, counting defaults', async () => {

@@ -62,6 +62,8 @@ describe('GET /catalog', () => {
     expect(deepgram).toMatchObject({ default_model: 'nova-3', default_language: 'en' });
     expect(deepgram.languages?.['nova-3']).toContain('en');
     expect(deepgram.languages?.['nova-2']).toContain('en');
+    expect(find('stt', 'openai')).toMatchObject({ models: ['gpt-4o-transcribe', 'gpt-4o-mini-transcribe'], default_model: 'gpt-4o-transcribe', default_language: 'en' });
+    expect(find('stt', 'openai-compatible')).toMatchObject({ models: null, default_model: null, requires_url: true });
     expect(find('tts', 'elevenlabs').voices).toBeNull();
     const openaiTts = find('tts', 'openai');
     expect(Array.isArray(openaiTts.voices)).toBe(true);
@@ -134,12 +136,29 @@ describe('validation agrees with the catalog it publishes', () => {
     }
   });
 
+  it('openai-compatible STT needs its server (stt_config.base_url) and a model: 400 naming each, else 201', async () => {
+    const missing = await assistant({ stt_config: { provider: 'openai-compatible' } });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().details).toEqual([
+      'stt_config.model: required for provider "openai-compatible"',
+      'stt_config.base_url: required for provider "openai-compatible" (the server\'s base URL)',
+    ]);
+    const notUrl = await assistant({ stt_config: { provider: 'openai-compatible', model: 'whisper-1', base_url: 'whisper.local' } });
+    expect(notUrl.statusCode).toBe(400);
+    expect(notUrl.json().details[0]).toMatch(/^stt_config\.base_url: must be an absolute http\(s\) URL/);
+    const ok = await assistant({ stt_config: { provider: 'openai-compatible', model: 'Systran/faster-whisper-small', base_url: 'http://whisper.local:8000' } });
+    expect(ok.statusCode).toBe(201);
+    expect(ok.json().assistant.stt_config).toEqual({ provider: 'openai-compatible', model: 'Systran/faster-whisper-small', base_url: 'http://whisper.local:8000' });
+  });
+
   it('every listed voice is accepted; an unlisted voice only where voices are enumerated', async () => {
     for (const p of catalog.tts) {
+      // what the provider needs besides a voice: a model when it has no default, its server's URL
+      const needs = { ...(p.default_model === null ? { model: 'any-model' } : {}), ...(p.requires_url ? { base_url: 'http://127.0.0.1:8880' } : {}) };
       for (const voice of p.voices ?? ['any-voice-id']) {
-        expect((await assistant({ tts_config: { provider: p.id, voice_id: voice } })).statusCode, `${p.id}/${voice}`).toBe(201);
+        expect((await assistant({ tts_config: { provider: p.id, voice_id: voice, ...needs } })).statusCode, `${p.id}/${voice}`).toBe(201);
       }
-      const unlisted = await assistant({ tts_config: { provider: p.id, voice_id: 'surely-not-a-voice' } });
+      const unlisted = await assistant({ tts_config: { provider: p.id, voice_id: 'surely-not-a-voice', ...needs } });
       if (p.voices) {
         expect(unlisted.statusCode).toBe(400);
         expect(unlisted.json().details[0]).toMatch(/^tts_config\.voice_id: unknown voice "surely-not-a-voice"/);

@@ -40,6 +40,19 @@ describe('numbers API', () => {
     expect(provider.json().details[0]).toMatch(/^provider: /);
   });
 
+  it('a number takes every carrier with numbers as its provider (twilio, sip, telnyx), and changes carrier', async () => {
+    for (const provider of ['twilio', 'sip', 'telnyx']) {
+      const res = await t.request('POST', '/numbers', { number: nextNumber(), provider });
+      expect(res.statusCode, provider).toBe(201);
+      expect(res.json().number.provider).toBe(provider);
+    }
+    const created = (await t.request('POST', '/numbers', { number: nextNumber() })).json().number;
+    const moved = await t.request('PATCH', `/numbers/${created.id}`, { provider: 'telnyx' });
+    expect(moved.json().number.provider).toBe('telnyx');
+    // web calls have no numbers
+    expect((await t.request('POST', '/numbers', { number: nextNumber(), provider: 'web' })).statusCode).toBe(400);
+  });
+
   it('a number already registered is a 409 Conflict, on create and on update, in any organization', async () => {
     const number = nextNumber();
     expect((await t.request('POST', '/numbers', { number })).statusCode).toBe(201);

@@ -15,10 +15,10 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createRuntime } from '../../src/runtime.js';
 import { createStore } from '../../src/store/index.js';
-import { openDb } from '../../src/store/db.js';
+import { openMemoryDb } from '../helpers/db.js';
 
 export async function openApiDocument(env: Record<string, string> = {}): Promise<Record<string, any>> {
-  const db = await openDb({ dataDir: null });
+  const db = await openMemoryDb();
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_PER_MINUTE: '0', ...env });
   const logger = createLogger('silent');
   const store = createStore(db);

@@ -18,7 +18,8 @@ import {
   WorkflowCreateBody,
   WorkflowSummary,
 } from '../../src/api/schemas.js';
-import { Call, PlaceCallBody } from '../../src/api/calls.js';
+import { Call, CallStats, PlaceCallBody } from '../../src/api/calls.js';
+import { ApiKey, ApiKeyCreateBody } from '../../src/api/keys.js';
 import { apiServers } from '../../src/api/openapi.js';
 import { Chat, ChatCreateBody, ChatMessageBody } from '../../src/api/chats.js';
 import { build, type TestApp } from '../helpers/app.js';
@@ -48,6 +49,8 @@ const ROUTES: Record<string, string[]> = {
   '/numbers/{id}': ['delete', 'get', 'patch'],
   '/account': ['get', 'patch'],
   '/catalog': ['get'],
+  '/keys': ['get', 'post'],
+  '/keys/{id}': ['delete'],
   '/healthz': ['get'],
   '/readyz': ['get'],
 };
@@ -147,7 +150,7 @@ describe('GET /openapi.json', () => {
 
   it('the workflow create body documents the definition: version, entry_node, nodes, edges', () => {
     const body = bodySchema('/workflows', 'post')!;
-    expect(Object.keys(body.properties).sort()).toEqual(['definition', 'is_active', 'name']);
+    expect(Object.keys(body.properties).sort()).toEqual(['definition', 'is_active', 'layout', 'name']);
     expect(body.required).toEqual(expect.arrayContaining(['name', 'definition']));
     const definition = deref(body.properties.definition)!;
     expect(definition.type).toBe('object');
@@ -165,6 +168,10 @@ describe('GET /openapi.json', () => {
     // PATCH documents the same definition
     const patchDefinition = deref(bodySchema('/workflows/{id}', 'patch')!.properties.definition)!;
     expect(Object.keys(patchDefinition.properties)).toEqual(Object.keys(definition.properties));
+    // the layout beside it: positions by node id
+    const layout = deref(bodySchema('/workflows/{id}', 'patch')!.properties.layout)!;
+    expect(layout.type).toBe('object');
+    expect(deref(layout.additionalProperties)).toMatchObject({ type: 'object', required: ['x', 'y'] });
   });
 
   it('declares the bearer scheme, required everywhere but on health', () => {
@@ -245,6 +252,7 @@ describe('GET /openapi.json for client generators and linters', () => {
       ['Assistant', Assistant],
       ['PhoneNumber', PhoneNumber],
       ['Account', Account],
+      ['ApiKey', ApiKey],
     ];
     for (const [name, schema] of examples) {
       expect(schemas[name]?.example, name).toBeDefined();
@@ -253,7 +261,7 @@ describe('GET /openapi.json for client generators and linters', () => {
     }
     expect(validateDefinition(schemas.Workflow.example.definition).ok).toBe(true);
     // named schemas that no operation uses are left out (Call and Chat need a runtime)
-    expect(Object.keys(schemas).sort()).toEqual(['Account', 'Assistant', 'PhoneNumber', 'Workflow', 'WorkflowSummary']);
+    expect(Object.keys(schemas).sort()).toEqual(['Account', 'ApiKey', 'Assistant', 'PhoneNumber', 'Workflow', 'WorkflowSummary']);
   });
 
   it('the create bodies have examples the API accepts', () => {
@@ -261,6 +269,7 @@ describe('GET /openapi.json for client generators and linters', () => {
       ['/workflows', 'post', WorkflowCreateBody],
       ['/assistants', 'post', AssistantCreateBody],
       ['/numbers', 'post', NumberCreateBody],
+      ['/keys', 'post', ApiKeyCreateBody],
     ];
     for (const [path, method, schema] of bodies) {
       const example = bodySchema(path, method)!.example;
@@ -294,6 +303,13 @@ describe('/docs', () => {
     expect(res.headers['content-type']).toMatch(/^text\/html/);
     expect(res.body).toMatch(/<html/i);
     expect(res.body).toMatch(/swagger/i);
+    // Switchboard's own page: its title, and a document that names every resource and what needs no key
+    expect(res.body).toContain('<title>Switchboard API</title>');
+    for (const tag of ['workflows', 'assistants', 'numbers', 'account', 'keys', 'calls', 'chats', 'catalog', 'health']) {
+      expect(doc.info.description, tag).toContain(`**${tag}**`);
+      expect(doc.tags.map((x: { name: string }) => x.name), tag).toContain(tag);
+    }
+    expect(doc.info.description).toMatch(/except `\/healthz`, `\/readyz` and `\/metrics`/);
     const init = await t.app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
     expect(init.statusCode).toBe(200);
     // the page reads the same document as /openapi.json
@@ -365,6 +381,7 @@ describe('GET /openapi.json of a server that takes calls', () => {
       'POST /chats': 'createChat',
       'POST /chats/{id}/messages': 'sendChatMessage',
       'GET /chats/{id}': 'getChat',
+      'GET /calls/stats': 'getCallStats',
     });
     expect(callsDoc.servers?.length).toBeGreaterThan(0);
     expect(untypedNullables(callsDoc)).toEqual([]);
@@ -385,7 +402,7 @@ describe('GET /openapi.json of a server that takes calls', () => {
   it('documents the listing\'s page size, cursor and filters, and its page of calls', () => {
     const op = callsDoc.paths['/calls'].get;
     const params = Object.fromEntries((op.parameters as Json[]).map((p) => [p.name, p]));
-    expect(Object.keys(params).sort()).toEqual(['assistant_id', 'cursor', 'limit', 'number_id', 'since', 'status', 'type', 'until']);
+    expect(Object.keys(params).sort()).toEqual(['assistant_id', 'cursor', 'customer', 'limit', 'number_id', 'since', 'status', 'type', 'until']);
     for (const p of Object.values(params)) expect(p).toMatchObject({ in: 'query' });
     expect(derefIn(params.limit.schema)).toMatchObject({ minimum: 1, maximum: 100, default: 50 });
     expect(derefIn(params.status.schema)?.enum).toEqual(['queued', 'ringing', 'in-progress', 'forwarding', 'ended']);
@@ -400,5 +417,14 @@ describe('GET /openapi.json of a server that takes calls', () => {
     );
     const one = derefIn(callsDoc.paths['/calls/{id}'].get.responses['200'].content['application/json'].schema)!;
     expect(Object.keys(derefIn(one.properties.call)!.properties).sort()).toEqual(Object.keys(call.properties).sort());
+    expect(call.properties).toHaveProperty('variables');
+  });
+
+  it('documents the overview\'s stats: the period, and what is counted', () => {
+    const op = callsDoc.paths['/calls/stats'].get;
+    expect((op.parameters as Json[]).map((p) => p.name).sort()).toEqual(['since', 'until']);
+    const stats = derefIn(derefIn(op.responses['200'].content['application/json'].schema)!.properties.stats)!;
+    expect(Object.keys(stats.properties).sort()).toEqual(['by_ended_reason', 'by_status', 'calls', 'live', 'mean_duration_seconds', 'since', 'turn_latency_ms', 'until']);
+    expect(CallStats.safeParse((callsDoc.components.schemas as Json).CallStats.example).success).toBe(true);
   });
 });

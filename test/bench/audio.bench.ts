@@ -7,6 +7,8 @@
  * - mix: `BackgroundBed.mix()` (160 samples: μ-law decode, add, clamp, encode)
  * - recorder: `CallRecorder.caller()` + `heard()` for one frame each way (decode into the block;
  *   the file writes themselves are asynchronous and not in the figure)
+ * - listen-in: `StereoMixer.caller()` + `heard()` for one frame each way and the stereo frame
+ *   taken (`take()`, a new 640-byte buffer), what a call with listeners adds before its sockets
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,6 +16,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { BackgroundAudio } from '../../src/audio/background.js';
 import { CallRecorder } from '../../src/recordings/recorder.js';
+import { StereoMixer } from '../../src/calls/listen-mixer.js';
 import { LocalRecordingStore } from '../../src/recordings/storage.js';
 
 const FRAMES = 200_000;
@@ -41,6 +44,17 @@ async function main() {
   measure('speech mixed over it (BackgroundBed.mix)', () => {
     sink ^= bed.mix(speech)[0]!;
   });
+
+  {
+    let t = 0;
+    const mixer = new StereoMixer({ now: () => t });
+    measure('listen-in, one frame each way and taken (StereoMixer)', (i) => {
+      t = i * 20;
+      mixer.caller(speech);
+      mixer.heard(speech, t + 40);
+      sink ^= mixer.take()?.[0] ?? 0;
+    });
+  }
 
   const dir = await mkdtemp(join(tmpdir(), 'sb-bench-audio-'));
   try {

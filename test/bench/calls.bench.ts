@@ -42,6 +42,11 @@
  * volume 0.5: every call sends 50 frames a second from pickup to hang-up, speech mixed over the
  * bed; the callers then tell a reply's start and end by the voice their ear hears, not by audio.
  * --record: every call is recorded (the assistant asks for consent), into a temporary DATA_DIR.
+ * --vad webrtc|silero: the caller's voice-activity detector (`speech_config.turn_taking.vad`;
+ * unset: the assistant's default).
+ * --listen: one listener on every call (POST /calls/{id}/listen, then its WebSocket, opened by the
+ * callers' process once the greeting is over): the server mixes and sends each call's stereo
+ * frames, 50 a second, and its events (docs/listen.md); the listeners count what they got.
  * --generators K: the simulated callers run in K processes, the calls split between them (one
  * process decodes about 500 calls' audio before it falls behind: 1,000 calls want 2 or more).
  * --providers vendors: the assistant runs the real Deepgram (STT), OpenAI (chat completions) and
@@ -52,6 +57,8 @@
  * first byte, each generation's first audio). `--providers sandbox` (in process) is the default.
  * --stt-chunk-ms MS (vendors): the Deepgram adapter's `audioChunkMs` (its default 50; 0 sends every
  * 20 ms frame as its own message, as the adapter did before).
+ * --tts elevenlabs|cartesia|deepgram|openai-compatible (vendors): the voice the assistant speaks
+ * with, each adapter at its wire fake (ElevenLabs by default; `--tts-ms` is ElevenLabs' only).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -73,6 +80,7 @@ import { createStore } from '../../src/store/index.js';
 import { createRuntime } from '../../src/runtime.js';
 import { createProviders, providerSettings } from '../../src/providers/index.js';
 import { createDeepgramStt } from '../../src/providers/stt/deepgram.js';
+import { createDeepgramTts } from '../../src/providers/tts/deepgram.js';
 import type { Providers } from '../../src/providers/types.js';
 import { percentiles, TurnLatencyRecorder, type Percentiles } from '../../src/calls/latency-recorder.js';
 import { SimulatedCall } from '../../src/sim/caller.js';
@@ -82,7 +90,9 @@ import { WebSocket } from 'ws';
 import { startEchoServer, type EchoServer } from './echo-server.js';
 import { renderChart } from './chart.js';
 import { freePort } from '../../src/net.js';
-import { DEEPGRAM_KEY, ELEVENLABS_KEY, OPENAI_KEY, type FromVendorFakes, type ToVendorFakes, type VendorFakesCounts } from './vendor-fakes.js';
+import { startTracing, stopTracing } from '../../src/observability/tracing.js';
+import { startOtlpSink } from './otlp-sink.js';
+import { CARTESIA_KEY, DEEPGRAM_KEY, ELEVENLABS_KEY, OPENAI_KEY, type FromVendorFakes, type ToVendorFakes, type VendorFakesAddresses, type VendorFakesCounts } from './vendor-fakes.js';
 
 const TARGET_SERVICE_P99_MS = 10;
 const AUTH_TOKEN = 'bench-auth-token-0123456789';
@@ -113,6 +123,8 @@ interface Options {
   background: string | null;
   /** Every call is recorded (`--record`: the assistant asks for recording consent). */
   record: boolean;
+  /** One listener on every call (`--listen`: POST /calls/{id}/listen and its socket). */
+  listen: boolean;
   /** `--repeat K`: K steps at the same N, each its baseline then the service; medians reported. */
   repeat: number;
   /** Caller processes the calls are split between (`--generators K`): one holds about 500 calls. */
@@ -123,10 +135,20 @@ interface Options {
   sttMs: number;
   /** With vendors: the Deepgram adapter's `audioChunkMs` (null: its default). */
   sttChunkMs: number | null;
+  /** `--vad`: the voice-activity detector the assistant asks for (null: its default). */
+  vad: string | null;
+  /** `--tracing`: OpenTelemetry on, exporting to an OTLP receiver in another process (docs/observability.md). */
+  tracing: boolean;
+  /** With vendors: the voice (`--tts`), each at its fake. */
+  tts: BenchTts;
 }
 
+const BENCH_TTS = ['elevenlabs', 'cartesia', 'deepgram', 'openai-compatible'] as const;
+type BenchTts = (typeof BENCH_TTS)[number];
+
 function parseOptions(argv: string[]): Options {
-  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, heapProfile: null, replot: null, web: false, background: null, record: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null, repeat: 1 };
+  const o: Options = { calls: 100, durationS: 30, rampS: null, sweep: null, llmMs: 0, ttsMs: 0, json: null, chart: null, baseline: true, baselineDurationS: null, profile: null, heapProfile: null, replot: null, web: false, background: null, record: false, listen: false, generators: 1, providers: 'sandbox', sttMs: 0, sttChunkMs: null, repeat: 1, vad: null, tracing: false, tts: 'elevenlabs' };
+  let ttsGiven = false;
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const value = () => inline ?? argv[++i] ?? '';
@@ -149,6 +171,13 @@ function parseOptions(argv: string[]): Options {
         break;
       }
       case '--tts-ms': o.ttsMs = num(); break;
+      case '--tts': {
+        const v = value();
+        if (!(BENCH_TTS as readonly string[]).includes(v)) throw new Error(`--tts: one of ${BENCH_TTS.join(', ')}, not "${v}"`);
+        o.tts = v as BenchTts;
+        ttsGiven = true;
+        break;
+      }
       case '--json': o.json = value(); break;
       case '--chart': o.chart = value(); break;
       case '--no-baseline': o.baseline = false; break;
@@ -156,6 +185,9 @@ function parseOptions(argv: string[]): Options {
       case '--sip': o.sip = { port: 0 }; break;
       case '--background': o.background = value(); break;
       case '--record': o.record = true; break;
+      case '--vad': o.vad = value(); break;
+      case '--listen': o.listen = true; break;
+      case '--tracing': o.tracing = true; break;
       case '--generators': o.generators = Math.max(1, Math.floor(num())); break;
       case '--profile': o.profile = value(); break;
       case '--heap-profile': o.heapProfile = value(); break;
@@ -178,7 +210,10 @@ function parseOptions(argv: string[]): Options {
   }
   if (o.sttMs > 0 && o.providers !== 'vendors') throw new Error('--stt-ms needs --providers vendors');
   if (o.sttChunkMs !== null && o.providers !== 'vendors') throw new Error('--stt-chunk-ms needs --providers vendors');
+  if (ttsGiven && o.providers !== 'vendors') throw new Error('--tts needs --providers vendors');
+  if (o.providers === 'vendors' && o.ttsMs > 0 && o.tts !== 'elevenlabs') throw new Error('--tts-ms: the ElevenLabs fake\'s latency only');
   if (o.sip && o.web) throw new Error('--sip and --web: one kind of call at a time');
+  if (o.sip && o.listen) throw new Error('--listen: Twilio or web calls (a SIP phone does not know the call\'s id)');
   if (o.repeat > 1 && o.sweep) throw new Error('--repeat and --sweep: one or the other');
   return o;
 }
@@ -246,7 +281,7 @@ function withLatency(providers: Providers, llmMs: number, ttsMs: number): Provid
 // messages between the server (this process) and the callers (the child)
 
 type ToCallers =
-  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string }; background?: boolean; sip?: { host: string; port: number } }
+  | { type: 'run'; baseUrl: string; number: string; calls: number; rampMs: number; web?: { apiKey: string; assistantId: string; workflowId: string }; background?: boolean; sip?: { host: string; port: number }; listen?: { apiKey: string } }
   | { type: 'stop' }
   | { type: 'echo'; url: string; calls: number; rampMs: number }
   | { type: 'echo-window' }
@@ -257,7 +292,23 @@ type FromCallers =
   | { type: 'echo-done'; sent: number; echoed: number; lost: number; late: number; rtt: Percentiles; eventLoopP99Ms: number; errors: string[] }
   | { type: 'progress'; connected: number; failed: number; turns: number }
   | { type: 'all-dialled'; connected: number; failed: number }
-  | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number; rtp?: PhoneRtp };
+  | { type: 'done'; connected: number; failed: number; turns: number; understood: number; errors: string[]; eventLoopP99Ms: number; requests: number; rtp?: PhoneRtp; listen?: ListenTally };
+
+/** With --listen: what the listeners got, summed over the calls. */
+interface ListenTally {
+  listeners: number;
+  /** Binary frames received (640 bytes each: 20 ms of stereo). */
+  frames: number;
+  /** Frames the listeners' time on their sockets called for (open to close, 20 ms each). */
+  expectedFrames: number;
+  /** JSON events received. */
+  events: number;
+  /** Sockets closed by the server with 1000 after `ended`; any other end (a drop, an error) is counted apart. */
+  closedAtEnd: number;
+  otherEnds: number;
+  /** Frames that were not 640 bytes. */
+  badFrames: number;
+}
 
 /** With --sip: the server's RTP as the phones received it (RtpSession's figures, summed over the calls). */
 interface PhoneRtp {
@@ -301,6 +352,7 @@ async function callersMain(): Promise<void> {
   let turns = 0;
   let understood = 0;
   let rtp: PhoneRtp | null = null;
+  let listenTally: ListenTally | null = null;
   const errors: string[] = [];
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const until = async (test: () => boolean, timeoutMs: number, what: string) => {
@@ -319,14 +371,17 @@ async function callersMain(): Promise<void> {
         ? new SipCaller({ host: run.sip.host, port: run.sip.port, to: run.number, from: `+1500555${String(i).padStart(4, '0')}` })
         : new SimulatedCall({ baseUrl: run.baseUrl, to: run.number, authToken: AUTH_TOKEN, accountSid: ACCOUNT_SID });
     let up = false;
+    let callId = '';
+    let listener: BenchListener | null = null;
     try {
-      if (call instanceof WebCaller) await call.start({ assistant_id: web!.assistantId, workflow_id: web!.workflowId });
+      if (call instanceof WebCaller) callId = await call.start({ assistant_id: web!.assistantId, workflow_id: web!.workflowId });
       else if (call instanceof SipCaller) {
         const outcome = await call.dial();
         if (outcome.kind !== 'connected') throw new Error(`refused: ${outcome.status} ${outcome.reason}`);
       } else {
         const outcome = await call.dial();
         if (outcome.kind !== 'connected') throw new Error(`rejected: ${outcome.twiml}`);
+        callId = outcome.callId;
       }
       // the greeting: audio arrives (under a background: the voice is heard), then the line goes quiet
       const voiceSince = (t: number) => () => call.lastVoiceAt > t || call.closed;
@@ -335,6 +390,7 @@ async function callersMain(): Promise<void> {
       if (call.closed) throw new Error('the call ended');
       up = true;
       connected++;
+      if (run.listen) listener = await openListener(run.baseUrl, run.listen.apiKey, callId);
       let line = i;
       while (!stopping) {
         const frames = call.frameTimes.length;
@@ -361,6 +417,19 @@ async function callersMain(): Promise<void> {
       if (errors.length < 10) errors.push(`call ${i}: ${(err as Error).message}`);
     } finally {
       await call.close().catch(() => undefined);
+      if (listener) {
+        const l = listener;
+        await Promise.race([l.closed, sleep(5_000)]);
+        if (l.closedAt === null) l.ws.terminate();
+        listenTally ??= { listeners: 0, frames: 0, expectedFrames: 0, events: 0, closedAtEnd: 0, otherEnds: 0, badFrames: 0 };
+        listenTally.listeners++;
+        listenTally.frames += l.frames;
+        listenTally.expectedFrames += ((l.closedAt ?? performance.now()) - l.openedAt) / 20;
+        listenTally.events += l.events;
+        listenTally.badFrames += l.badFrames;
+        if (l.code === 1000) listenTally.closedAtEnd++;
+        else listenTally.otherEnds++;
+      }
       const s = call instanceof SipCaller ? call.rtpStats : null;
       if (s) {
         rtp ??= { calls: 0, sent: 0, received: 0, lost: 0, late: 0, jitterMeanMs: 0, jitterMaxMs: 0 };
@@ -388,7 +457,7 @@ async function callersMain(): Promise<void> {
       void Promise.all(callers).then(async () => {
         clearInterval(progress);
         await new Promise((r) => server.close(r));
-        send({ type: 'done', connected, failed, turns, understood, errors, eventLoopP99Ms: eventLoopLag(eld).p99, requests, ...(rtp ? { rtp } : {}) });
+        send({ type: 'done', connected, failed, turns, understood, errors, eventLoopP99Ms: eventLoopLag(eld).p99, requests, ...(rtp ? { rtp } : {}), ...(listenTally ? { listen: listenTally } : {}) });
         process.disconnect();
       });
       return;
@@ -408,6 +477,45 @@ async function callersMain(): Promise<void> {
     })();
   });
   send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+}
+
+/** A listener of one call (--listen), counting what it gets. */
+interface BenchListener {
+  ws: WebSocket;
+  frames: number;
+  badFrames: number;
+  events: number;
+  openedAt: number;
+  closedAt: number | null;
+  code: number | null;
+  closed: Promise<void>;
+}
+
+/** POST /calls/{id}/listen, then its socket: frames and events are counted, not kept. */
+async function openListener(baseUrl: string, apiKey: string, callId: string): Promise<BenchListener> {
+  const res = await fetch(`${baseUrl}/calls/${callId}/listen`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}` } });
+  const body = (await res.json()) as { url?: string };
+  if (res.status !== 201 || !body.url) throw new Error(`POST /calls/${callId}/listen: ${res.status} ${JSON.stringify(body)}`);
+  const ws = new WebSocket(body.url);
+  const l: BenchListener = { ws, frames: 0, badFrames: 0, events: 0, openedAt: 0, closedAt: null, code: null, closed: Promise.resolve() };
+  ws.on('message', (data, isBinary) => {
+    if (!isBinary) l.events++;
+    else if ((data as Buffer).length === 640) l.frames++;
+    else l.badFrames++;
+  });
+  l.closed = new Promise((resolve) =>
+    ws.on('close', (code) => {
+      l.closedAt = performance.now();
+      l.code = code;
+      resolve();
+    }),
+  );
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  l.openedAt = performance.now();
+  return l;
 }
 
 /**
@@ -549,6 +657,8 @@ interface StepResult {
   vendorFakes?: { cpuPercent: number; counts: VendorFakesCounts };
   /** With --sip: the server's RTP as the phones received it, over the whole step. */
   phoneRtp?: PhoneRtp;
+  /** With --listen: what the listeners got, over the whole step. */
+  listen?: ListenTally;
   /** With --sip: the phones' RTP as the server received it (its metrics, counted as each call's dialog was released). */
   serverRtp?: ServerRtp;
 }
@@ -624,6 +734,8 @@ async function serverMain(o: Options): Promise<void> {
           OPENAI_API_KEY: OPENAI_KEY,
           ELEVENLABS_API_BASE: vendors.urls.elevenlabs,
           ELEVENLABS_API_KEY: ELEVENLABS_KEY,
+          CARTESIA_API_BASE: vendors.urls.cartesia,
+          CARTESIA_API_KEY: CARTESIA_KEY,
         }
       : {}),
     // recordings (--record) go to a folder of the run's own, removed at the end
@@ -631,11 +743,16 @@ async function serverMain(o: Options): Promise<void> {
     ...(process.env.REDIS_URL ? { REDIS_URL: process.env.REDIS_URL } : {}),
   });
   const logger = createLogger(config.LOG_LEVEL);
+  // --tracing: the server's spans go to a receiver in a process of its own, as to a collector
+  const otlp = o.tracing ? await startOtlpSink() : null;
+  if (otlp) await startTracing({ ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
   const recorder = new TurnLatencyRecorder();
   let recording = false;
   // with vendors the latency is the fakes' (their process was told at its start)
   const providers = vendors ? createProviders(providerSettings(config)) : withLatency(createProviders(providerSettings(config)), o.llmMs, o.ttsMs);
   if (vendors && o.sttChunkMs !== null) providers.stt.set('deepgram', createDeepgramStt(providerSettings(config), { audioChunkMs: o.sttChunkMs }));
+  // Aura's fake is not the listen fake at DEEPGRAM_API_BASE: the voice is pointed at its own
+  if (vendors) providers.tts.set('deepgram', createDeepgramTts({ deepgram: { baseUrl: vendors.urls.deepgramSpeak, apiKey: DEEPGRAM_KEY } }));
   const runtime = await createRuntime({
     config,
     store,
@@ -672,14 +789,17 @@ async function serverMain(o: Options): Promise<void> {
           // the sandbox STT's endpointing and utterance end, so that both runs converse alike
           stt_config: { provider: 'deepgram', endpointing: 300, utterance_end_ms: 1000 },
           llm_config: { provider: 'openai', model: 'gpt-4o-mini' },
-          tts_config: { provider: 'elevenlabs', voice_id: 'bench-voice' },
+          tts_config: benchTtsConfig(o.tts, vendors.urls.speech),
         }
       : {
           llm_config: { provider: 'sandbox' },
           stt_config: { provider: 'sandbox' },
           tts_config: { provider: 'sandbox', voice_id: 'sandbox' },
         }),
-    ...(o.background ? { speech_config: { background_audio: { enabled: true, clip: o.background, volume: 0.5 } } } : {}),
+    speech_config: {
+      ...(o.background ? { background_audio: { enabled: true, clip: o.background, volume: 0.5 } } : {}),
+      ...(o.vad ? { turn_taking: { vad: o.vad } } : {}),
+    },
     ...(o.record ? { recording_consent: { enabled: true, message: 'This call is recorded.' } } : {}),
   });
   if (!assistant.assistant) throw new Error(`the assistant was refused: ${JSON.stringify(assistant)}`);
@@ -692,9 +812,9 @@ async function serverMain(o: Options): Promise<void> {
     `bench:calls on ${machine}\n` +
       `  server: this process (pid ${process.pid}); callers: ${o.generators === 1 ? 'a child process' : `${o.generators} child processes`}; ` +
       `storage ${dbUrl ? 'PostgreSQL' : 'PGlite in memory'}, sessions ${config.REDIS_URL ? 'Redis' : 'in process'}; ` +
-      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.sip ? `SIP calls (UDP to port ${o.sip.port}, RTP PCMU), ` : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}` +
+      `${o.web ? 'web calls (16 kHz PCM), ' : ''}${o.sip ? `SIP calls (UDP to port ${o.sip.port}, RTP PCMU), ` : ''}${o.background ? `background audio "${o.background}" at 0.5, ` : ''}${o.record ? 'every call recorded, ' : ''}${o.listen ? 'a listener on every call, ' : ''}${o.vad ? `voice activity "${o.vad}", ` : ''}${o.tracing ? 'tracing on (OTLP/HTTP protobuf), ' : ''}` +
       (vendors
-        ? `Deepgram, OpenAI and ElevenLabs adapters against their wire fakes (test/bench/vendor-fakes.ts, pid ${vendors.pid})` +
+        ? `Deepgram, OpenAI and ${o.tts} adapters against their wire fakes (test/bench/vendor-fakes.ts, pid ${vendors.pid})` +
           `${o.sttMs || o.llmMs || o.ttsMs ? ` + ${o.sttMs} ms STT, ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}` +
           `${o.sttChunkMs !== null ? `; Deepgram audio in ${o.sttChunkMs ? `${o.sttChunkMs} ms chunks` : 'single frames'}` : ''}\n`
         : `sandbox providers${o.llmMs || o.ttsMs ? ` + ${o.llmMs} ms model, ${o.ttsMs} ms TTS latency` : ''}\n`),
@@ -712,7 +832,7 @@ async function serverMain(o: Options): Promise<void> {
     const baseline = echo ? await runBaseline(n, o, callers, echo) : undefined;
     const web = o.web ? { apiKey: key, assistantId: assistant.assistant.id as string, workflowId: workflow.workflow.id as string } : undefined;
     const rtpBefore = o.sip ? await serverRtp(app) : null;
-    const result = await runStep(n, o, callers, baseUrl, number, web, recorder, (on) => (recording = on), () => runtime.calls.liveCount(), vendors);
+    const result = await runStep(n, o, callers, baseUrl, number, web, recorder, (on) => (recording = on), () => runtime.calls.liveCount(), vendors, o.listen ? { apiKey: key } : undefined);
     if (baseline) result.baseline = baseline;
     if (rtpBefore) {
       // a SIP call's RTP figures are counted when its dialog is released
@@ -766,6 +886,11 @@ async function serverMain(o: Options): Promise<void> {
   await app.close();
   await db.close();
   await vendors?.close();
+  if (otlp) {
+    await stopTracing();
+    const sent = await otlp.close();
+    process.stdout.write(`tracing: ${sent.requests} exports, ${sent.bytes} bytes sent to the OTLP receiver\n`);
+  }
   if (dbName && process.env.DATABASE_URL) {
     const pg = (await import('pg')).default;
     const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
@@ -978,6 +1103,22 @@ function startCallers(k: number): CallersProcess {
           eventLoopP99Ms: most((m) => m.eventLoopP99Ms),
           requests: sum((m) => m.requests),
           ...(() => {
+            const tallies = all.flatMap((m) => ((m as { listen?: ListenTally }).listen ? [(m as { listen: ListenTally }).listen] : []));
+            if (tallies.length === 0) return {};
+            const total = (f: (t: ListenTally) => number) => tallies.reduce((t, x) => t + f(x), 0);
+            return {
+              listen: {
+                listeners: total((t) => t.listeners),
+                frames: total((t) => t.frames),
+                expectedFrames: total((t) => t.expectedFrames),
+                events: total((t) => t.events),
+                closedAtEnd: total((t) => t.closedAtEnd),
+                otherEnds: total((t) => t.otherEnds),
+                badFrames: total((t) => t.badFrames),
+              },
+            };
+          })(),
+          ...(() => {
             const rtps = all.flatMap((m) => ((m as { rtp?: PhoneRtp }).rtp ? [(m as { rtp: PhoneRtp }).rtp] : []));
             if (rtps.length === 0) return {};
             const calls = rtps.reduce((t, r) => t + r.calls, 0);
@@ -1028,9 +1169,23 @@ function startCallers(k: number): CallersProcess {
   };
 }
 
+/** The assistant's voice in a vendors run. */
+function benchTtsConfig(tts: BenchTts, speechUrl: string): Record<string, unknown> {
+  switch (tts) {
+    case 'elevenlabs':
+      return { provider: 'elevenlabs', voice_id: 'bench-voice' };
+    case 'cartesia':
+      return { provider: 'cartesia', voice_id: 'bench-voice' };
+    case 'deepgram':
+      return { provider: 'deepgram', voice_id: 'aura-2-thalia-en' };
+    case 'openai-compatible':
+      return { provider: 'openai-compatible', base_url: speechUrl, model: 'bench-model', voice_id: 'bench-voice' };
+  }
+}
+
 interface VendorFakesProcess {
   pid: number;
-  urls: { deepgram: string; openai: string; elevenlabs: string };
+  urls: VendorFakesAddresses;
   /** The fakes' process CPU time so far (µs) and what it served. */
   cpu(): Promise<{ cpuUs: number; counts: VendorFakesCounts }>;
   close(): Promise<void>;
@@ -1055,7 +1210,7 @@ async function startVendorFakesProcess(o: Options): Promise<VendorFakesProcess> 
   const send = (m: ToVendorFakes) => child.send(m);
   return {
     pid: r.pid,
-    urls: { deepgram: r.deepgram, openai: r.openai, elevenlabs: r.elevenlabs },
+    urls: { deepgram: r.deepgram, openai: r.openai, elevenlabs: r.elevenlabs, cartesia: r.cartesia, deepgramSpeak: r.deepgramSpeak, speech: r.speech },
     cpu: () =>
       new Promise((resolve, reject) => {
         if (child.exitCode !== null || child.signalCode !== null) return reject(new Error("the vendor fakes' process has exited"));
@@ -1149,6 +1304,7 @@ async function runStep(
   setRecording: (on: boolean) => void,
   liveCount: () => number,
   vendors: VendorFakesProcess | null,
+  listen?: { apiKey: string },
 ): Promise<StepResult> {
   const tty = process.stderr.isTTY;
   const rampMs = (o.rampS ?? Math.max(2, n / 25)) * 1000;
@@ -1179,7 +1335,7 @@ async function runStep(
     else if (Math.round((Date.now() - started) / 1000) % 5 === 0) process.stderr.write(`${line}\n`);
   }, 1000);
 
-  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}), ...(o.background ? { background: true } : {}), ...(o.sip ? { sip: { host: '127.0.0.1', port: o.sip.port } } : {}) });
+  callers.send({ type: 'run', baseUrl, number, calls: n, rampMs, ...(web ? { web } : {}), ...(o.background ? { background: true } : {}), ...(o.sip ? { sip: { host: '127.0.0.1', port: o.sip.port } } : {}), ...(listen ? { listen } : {}) });
   const dialled = await allDialled;
   // a moment for the last greetings to finish, then measure (nothing to measure if no call is up)
   await new Promise((r) => setTimeout(r, 2_000));
@@ -1269,6 +1425,7 @@ async function runStep(
     callerTurns: final.turns,
     understood: final.understood,
     ...(final.rtp ? { phoneRtp: final.rtp } : {}),
+    ...(final.listen ? { listen: final.listen } : {}),
     loadAverage: os.loadavg()[0]!,
     errors: final.errors,
     pass: false,
@@ -1314,6 +1471,13 @@ function printResult(r: StepResult): void {
       `  outbound frames in the window: ${r.windowFrames.sent} sent, ${r.windowFrames.late} late (max ${ms(r.windowFrames.maxLateMs)} ms); ` +
         `during the ramp (${r.calls} calls dialled in ${r.rampS.toFixed(0)} s): ${r.frames.sent - r.windowFrames.sent} sent, ${r.frames.late - r.windowFrames.late} late`,
       `  replies the callers' ear could read: ${r.understood} of ${r.callerTurns}; GC in the window: ${r.gc.count} pauses, ${ms(r.gc.totalMs)} ms in all, longest ${ms(r.gc.maxMs)} ms`,
+      ...(r.listen
+        ? [
+            `  listeners (one a call, whole step): ${r.listen.listeners}; ${r.listen.frames} frames of 20 ms stereo received, ` +
+              `${(r.listen.expectedFrames ? (r.listen.frames / r.listen.expectedFrames) * 100 : 0).toFixed(1)}% of their time on the socket; ` +
+              `${r.listen.events} events; ${r.listen.closedAtEnd} closed at the call's end, ${r.listen.otherEnds} otherwise; ${r.listen.badFrames} frames of the wrong size`,
+          ]
+        : []),
       ...(r.phoneRtp
         ? [
             `  RTP, server → phones (${r.phoneRtp.calls} calls, whole step): ${r.phoneRtp.received} packets received, ${r.phoneRtp.lost} lost, ${r.phoneRtp.late} late or twice; ` +

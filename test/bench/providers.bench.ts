@@ -8,6 +8,9 @@
  *
  * Deepgram forwarding runs our adapter against the local fake (test/fakes/deepgram.ts) in this
  * same process, so its figure also pays for the fake's WebSocket server: a lower bound.
+ *
+ * "µs per frame" is wall time; "CPU µs per frame" the process's CPU time for the same frames,
+ * which a machine loaded by other work does not inflate (the run prints the load average).
  */
 import { existsSync } from 'node:fs';
 import os from 'node:os';
@@ -18,6 +21,9 @@ import { Resampler } from '../../src/audio/resample.js';
 import { createSandboxStt, createSandboxTts, synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
 import { mediaAudio, mediaMessages } from '../../src/telephony/twilio/media-protocol.js';
 import type { ProviderSettings, SttProvider } from '../../src/providers/types.js';
+import { createSpeechDetector } from '../../src/calls/vad/index.js';
+import { sileroModel } from '../../src/calls/vad/silero.js';
+import { VAD_FIXTURES } from '../helpers/vad-fixtures.js';
 
 const MIN_MS = Number(process.env.BENCH_MIN_MS ?? 1500);
 const tick = () => new Promise((r) => setImmediate(r));
@@ -25,9 +31,12 @@ const tick = () => new Promise((r) => setImmediate(r));
 interface Row {
   path: string;
   framesPerSecond: number | null;
+  /** CPU time (the process's, user + system) per frame, µs: what a loaded machine's wall clock does not show. */
+  cpuUsPerFrame?: number;
   note?: string;
 }
 const rows: Row[] = [];
+let modelNote = '';
 
 /** Runs `batch` (which handles `frames` frames) until MIN_MS have passed, after a warm-up. */
 async function measure(path: string, batch: () => number | Promise<number>, note?: string): Promise<void> {
@@ -35,9 +44,11 @@ async function measure(path: string, batch: () => number | Promise<number>, note
   while (performance.now() < warmUntil) await batch();
   let frames = 0;
   const start = performance.now();
+  const cpuStart = process.cpuUsage();
   let elapsed = 0;
   while ((elapsed = performance.now() - start) < MIN_MS) frames += await batch();
-  rows.push({ path, framesPerSecond: (frames * 1000) / elapsed, ...(note ? { note } : {}) });
+  const cpu = process.cpuUsage(cpuStart);
+  rows.push({ path, framesPerSecond: (frames * 1000) / elapsed, cpuUsPerFrame: (cpu.user + cpu.system) / frames, ...(note ? { note } : {}) });
 }
 
 function tone(hz: number, rate: number, n: number): Int16Array {
@@ -145,6 +156,38 @@ const SENTENCES = [
   });
 }
 
+// ---- voice activity (the caller's audio of every pipeline call) -------------------------------
+{
+  // the fixtures of test/fixtures/vad/ back to back (speech, babble, noises), then as long again of
+  // line silence: about what a caller's line carries in a call
+  const sounds = VAD_FIXTURES.map((f) => f.mulaw);
+  const heard = Buffer.concat(sounds);
+  const audio = Buffer.concat([heard, Buffer.alloc(heard.length, 0xff)]);
+  const frames = Array.from({ length: Math.floor(audio.length / 160) }, (_, i) => audio.subarray(i * 160, (i + 1) * 160));
+  const loadStarted = performance.now();
+  const { loadMs } = sileroModel();
+  const loadWallMs = performance.now() - loadStarted;
+  for (const vad of ['webrtc', 'silero'] as const) {
+    let clock = 0;
+    let stretches = 0;
+    const detector = createSpeechDetector(vad, { onSpeechStart: () => void stretches++, onSpeechEnd: () => {} }, { now: () => clock });
+    const label =
+      vad === 'webrtc'
+        ? 'voice activity `webrtc` (libfvad in WASM + the loudness checks, 160 bytes in)'
+        : 'voice activity `silero` (Silero v4 on ONNX Runtime, a 512-sample window every 3.2 frames, 160 bytes in)';
+    await measure(label, () => {
+      for (const f of frames) {
+        detector.push(f);
+        clock += 20;
+      }
+      return frames.length;
+    });
+    detector.close();
+    if (stretches === 0) throw new Error(`the ${vad} detector heard nothing`);
+  }
+  modelNote = `Silero model load (once per process): ${loadMs.toFixed(0)} ms (${loadWallMs.toFixed(0)} ms with the import of onnxruntime-node)`;
+}
+
 // ---- Deepgram forwarding (optional: only when the adapter exists) ----------------------------
 {
   const here = fileURLToPath(new URL('.', import.meta.url));
@@ -204,14 +247,16 @@ const SENTENCES = [
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 console.log(`\nProvider hot paths — ${new Date().toISOString().slice(0, 10)}, Node ${process.version}, ` +
   `${os.cpus()[0]?.model.trim() ?? 'unknown CPU'} (${os.cpus().length} cores), ${MIN_MS} ms per row\n`);
-console.log('| path | frames/s (one core) | µs per frame | calls per core |');
-console.log('|---|---:|---:|---:|');
+console.log(`machine load average: ${os.loadavg().map((l) => l.toFixed(2)).join(', ')}\n`);
+console.log('| path | frames/s (one core) | µs per frame | CPU µs per frame | calls per core |');
+console.log('|---|---:|---:|---:|---:|');
 for (const r of rows) {
   if (r.framesPerSecond === null) {
-    console.log(`| ${r.path} | ${r.note} | | |`);
+    console.log(`| ${r.path} | ${r.note} | | | |`);
     continue;
   }
   const note = r.note ? ` (${r.note})` : '';
-  console.log(`| ${r.path}${note} | ${fmt(r.framesPerSecond)} | ${(1e6 / r.framesPerSecond).toFixed(2)} | ${fmt(r.framesPerSecond / 50)} |`);
+  console.log(`| ${r.path}${note} | ${fmt(r.framesPerSecond)} | ${(1e6 / r.framesPerSecond).toFixed(2)} | ${r.cpuUsPerFrame!.toFixed(2)} | ${fmt(r.framesPerSecond / 50)} |`);
 }
+if (modelNote) console.log(`\n${modelNote}`);
 process.exit(0);

@@ -17,18 +17,28 @@
  *   spoken with the sandbox TTS (`synthesizeSandboxSpeech`) and streamed as base64 `ulaw_8000`
  *   audio messages of `--tts-chunk-bytes` (1,000 by default) with their alignment.
  *
+ * - **Cartesia** (`/tts/websocket`, test/fakes/cartesia.ts), **Deepgram Aura** (`/v1/speak`,
+ *   test/fakes/deepgram-speak.ts) and **a server of OpenAI's speech endpoint** (test/fakes/
+ *   openai-tts.ts, no key, WAV at 24 kHz: the sandbox speech upsampled, which the adapter brings
+ *   back to 8 kHz): the voices `--tts cartesia|deepgram|openai-compatible` of the benchmark.
+ *
  * Latency (each 0 by default): `--deepgram-ms` delays every Deepgram message (transcription lag),
  * `--openai-ms` the response headers of each completion (time to first byte), `--elevenlabs-ms`
  * the first audio of each generation.
  *
- * Keys: `DEEPGRAM_KEY`, `OPENAI_KEY`, `ELEVENLABS_KEY` below. Run by hand it prints its addresses
+ * Keys: `DEEPGRAM_KEY`, `OPENAI_KEY`, `ELEVENLABS_KEY`, `CARTESIA_KEY` below. Run by hand it prints its addresses
  * as one line of JSON; forked, it sends them as `{type: 'ready', ...}` and answers `{type: 'cpu'}`
  * with its own CPU time and counts (so the benchmark can say what the fakes cost the machine).
  */
 import { fileURLToPath } from 'node:url';
 import type { LlmConfig, SttConfig } from '../../engine/schema.js';
+import { mulawDecode } from '../../src/audio/mulaw.js';
+import { resample } from '../../src/audio/resample.js';
 import { SandboxSttSession, createSandboxLlm, synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
 import type { LlmFunction, LlmMessage, LlmToolCall } from '../../src/providers/types.js';
+import { startFakeCartesia } from '../fakes/cartesia.js';
+import { startFakeDeepgramSpeak } from '../fakes/deepgram-speak.js';
+import { startFakeOpenAiTts } from '../fakes/openai-tts.js';
 import { startFakeDeepgram, type DeepgramFakeStep, type DeepgramFakeTranscriber, type DeepgramFakeTranscriberContext } from '../fakes/deepgram.js';
 import { startFakeElevenLabs } from '../fakes/elevenlabs.js';
 import { startFakeOpenAiChat, type FakeCompletion } from '../fakes/openai-chat.js';
@@ -36,6 +46,7 @@ import { startFakeOpenAiChat, type FakeCompletion } from '../fakes/openai-chat.j
 export const DEEPGRAM_KEY = 'dg-bench-key';
 export const OPENAI_KEY = 'sk-bench-key';
 export const ELEVENLABS_KEY = 'xi-bench-key';
+export const CARTESIA_KEY = 'sk_car_bench';
 const DEEPGRAM_DEFAULT_ENDPOINTING_MS = 10;
 
 export interface VendorFakesOptions {
@@ -49,6 +60,11 @@ export interface VendorFakesAddresses {
   deepgram: string;
   openai: string;
   elevenlabs: string;
+  cartesia: string;
+  /** Deepgram's `/v1/speak` (Aura), a fake of its own beside the `/v1/listen` one. */
+  deepgramSpeak: string;
+  /** A server of OpenAI's `/v1/audio/speech` (`openai-compatible`). */
+  speech: string;
 }
 
 /** What the fakes process tells its parent. */
@@ -222,31 +238,45 @@ export async function startVendorFakes(o: VendorFakesOptions): Promise<VendorFak
     record: false,
     completionFor: ({ body }) => sandboxCompletion(body, o.openaiMs, counts),
   });
+  // what a voice says: surrounding whitespace is not speech (as the sandbox TTS trims it)
+  const speech = (text: string) => {
+    counts.ttsGenerations++;
+    return synthesizeSandboxSpeech(text.trim());
+  };
   const elevenlabs = await startFakeElevenLabs({
     apiKey: ELEVENLABS_KEY,
     record: false,
     chunkBytes: o.ttsChunkBytes,
     generationDelayMs: o.elevenlabsMs,
-    // what a voice says: surrounding whitespace is not speech (as the sandbox TTS trims it)
-    synthesize: (text) => {
-      counts.ttsGenerations++;
-      return synthesizeSandboxSpeech(text.trim());
-    },
+    synthesize: speech,
   });
+  const cartesia = await startFakeCartesia({ apiKey: CARTESIA_KEY, record: false, chunkBytes: o.ttsChunkBytes, synthesize: speech });
+  const deepgramSpeak = await startFakeDeepgramSpeak({ apiKey: DEEPGRAM_KEY, record: false, chunkBytes: o.ttsChunkBytes, synthesize: speech });
+  const speechServer = await startFakeOpenAiTts({
+    apiKey: null,
+    models: null,
+    voices: null,
+    record: false,
+    synthesize: (text, rate) => resample(mulawDecode(speech(text)), 8000, rate),
+  });
+  const fakes = [deepgram, openai, elevenlabs, cartesia, deepgramSpeak, speechServer];
   return {
     deepgram: deepgram.url,
     openai: openai.url,
     elevenlabs: elevenlabs.url,
+    cartesia: cartesia.url,
+    deepgramSpeak: deepgramSpeak.url,
+    speech: speechServer.url,
     counts,
     close: async () => {
-      await Promise.all([deepgram.close(), openai.close(), elevenlabs.close()]);
+      await Promise.all(fakes.map((f) => f.close()));
     },
   };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const fakes = await startVendorFakes(parseVendorFakesOptions(process.argv.slice(2)));
-  const addresses = { deepgram: fakes.deepgram, openai: fakes.openai, elevenlabs: fakes.elevenlabs };
+  const { counts: _counts, close: _close, ...addresses } = fakes;
   const stop = () => {
     void fakes.close().finally(() => process.exit(0));
   };

@@ -11,7 +11,8 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDialer, InProcessDialer, type Dialer } from '../../src/calls/dialer.js';
 import { BullMqDialer } from '../../src/calls/dialer-bullmq.js';
-import { openDb } from '../../src/store/db.js';
+import type { Db } from '../../src/store/db.js';
+import { openMemoryDb } from '../helpers/db.js';
 import { ManualClock } from '../../src/webhooks/clock.js';
 import { FakeCalls, insertOrganization, stallLoop, jobsFor, placesOf, postgresBase, redisReachable, REDIS_URL, silent, sleep, waitFor, type Place, type PlaceKind, type Places } from './harness.js';
 
@@ -349,8 +350,8 @@ describe.runIf(hasRedis)('BullMQ dialer: jobs queued without a place (by an earl
 });
 
 // one in-memory database for the two cases below (each opening one spent seconds on migrations)
-let memoryDb: ReturnType<typeof openDb> | null = null;
-const sharedMemoryDb = () => (memoryDb ??= openDb({ dataDir: null }));
+let memoryDb: Promise<Db> | null = null;
+const sharedMemoryDb = () => (memoryDb ??= openMemoryDb());
 afterAll(async () => {
   await (await memoryDb)?.close();
 });

@@ -9,8 +9,8 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { InProcessDialer, type DialContext, type Dialer, type DialerHooks, type DialerOptions, type OutboundJob, type OutboundLimits } from '../../src/calls/dialer.js';
 import { BullMqDialer } from '../../src/calls/dialer-bullmq.js';
-import { openDb, type Db } from '../../src/store/db.js';
-import { createPostgresDb as createTestPostgresDb, type TestDb } from '../helpers/db.js';
+import type { Db } from '../../src/store/db.js';
+import { createPostgresDb as createTestPostgresDb, openMemoryDb, type TestDb } from '../helpers/db.js';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const TEST_PREFIX = 'sbtest';
@@ -121,7 +121,7 @@ export async function placesOf(kind: PlaceKind, pgBase: string | null): Promise<
   let db: Db;
   let drop: () => Promise<void>;
   if (kind === 'pglite') {
-    db = await openDb({ dataDir: null });
+    db = await openMemoryDb();
     drop = () => db.close();
   } else {
     if (!pgBase) throw new Error('no PostgreSQL server');

@@ -1,6 +1,6 @@
 /** What the caller heard of a realtime response cut after part of its audio had played. */
 import { describe, expect, it } from 'vitest';
-import { heardShare } from '../../src/calls/realtime/responses.js';
+import { heardShare } from '../../src/calls/playout.js';
 
 describe('heardShare', () => {
   it('keeps the whole words played', () => {

@@ -54,6 +54,8 @@ describe('a pipeline turn', () => {
       {
         callId: 'call-1',
         nodeId: 'greeting',
+        speechEndedAt: null,
+        transcribedAt: null,
         endOfTurnAt: 1_000,
         modelRequestedAt: 1_010,
         firstTokenAt: 1_200,

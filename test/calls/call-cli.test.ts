@@ -83,6 +83,11 @@ describe('npm run call', () => {
     const usage = await runCall(['--number', number]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('Usage');
+    // what is missing, said first: the script, and the auth token
+    expect(usage.stderr.split('\n')[0]).toBe('missing: --script <file> (what the caller says); --auth-token <the Twilio auth token set on the account>, or TWILIO_AUTH_TOKEN');
+    const noToken = await runCall(['--number', number, '--script', wrong]);
+    expect(noToken.code).toBe(2);
+    expect(noToken.stderr.split('\n')[0]).toBe('missing: --auth-token <the Twilio auth token set on the account>, or TWILIO_AUTH_TOKEN');
     const refused = await runCall(['--number', number, '--script', wrong, ...base.slice(0, 2), '--auth-token', 'wrong-token']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('403');
@@ -228,6 +233,39 @@ describe('npm run call -- --standin', () => {
     }
   }, 90_000);
 
+  it('--carrier telnyx: the Telnyx stand-in prints its public key; a server with it in its account dials through it', async () => {
+    const port = await freePort();
+    const cli = startStandInCli(['--carrier', 'telnyx', '--port', String(port)]);
+    let server: CallingServer | null = null;
+    try {
+      const startup = await cli.printed('the startup line', /"public_key": "([A-Za-z0-9+/]{43}=)"/);
+      expect(cli.stdout).toContain(`TELNYX_API_BASE=http://127.0.0.1:${port}`);
+      server = await startCallingServer({ TELNYX_API_BASE: `http://127.0.0.1:${port}` });
+      const account = await server.api('PATCH', '/account', { telnyx: { api_key: 'KEY_any_key_at_all', public_key: startup[1], connection_id: 'any-connection' } });
+      expect(account.status).toBe(200);
+      const { numberId, number } = await server.setUpNumber({
+        provider: 'telnyx',
+        assistant: sandboxAssistant({ speech_config: { first_message_outbound: 'Hi {{customer.name}}, this is Acme.' } }),
+      });
+      const placed = await server.api('POST', '/calls', { number_id: numberId, customer: { number: '+14155550166', name: 'Bo' } });
+      expect(placed.status).toBe(201);
+      const logged = await eventually('the call to end in the log', async () => {
+        const c = await server!.store.calls.get(server!.orgId, placed.json.call.id);
+        return c?.status === 'ended' ? c : null;
+      });
+      expect(logged.ended_reason).toBe('customer-ended-call');
+      const ccid = logged.transport_ids.call_control_id!;
+      expect(ccid).toMatch(/^v3:/);
+      expect(cli.stdout).toContain(`call ${ccid} to +14155550166 from ${number}\n`);
+      await cli.printed('the end of the call', new RegExp(`call ${ccid} to \\+14155550166 answered by a person; ended normal_clearing after \\d+ s, the callee hung up`));
+      await cli.printed('the conversation', /heard: +Hi Bo, this is Acme\.\n.*said: +Thank you, goodbye\./);
+    } finally {
+      await server?.close();
+      expect(await cli.stop()).toBe(0);
+      expect(cli.stderr).toBe('');
+    }
+  }, 60_000);
+
   it('refuses a callee it does not know, and a script for a voicemail', async () => {
     const unknown = await runCall(['--standin', '--callee', 'martian']);
     expect(unknown.code).toBe(2);
@@ -235,5 +273,8 @@ describe('npm run call -- --standin', () => {
     const misplaced = await runCall(['--standin', '--callee', 'voicemail', '--script', 'call.txt']);
     expect(misplaced.code).toBe(2);
     expect(misplaced.stderr).toContain('--script is for a person callee');
+    const carrier = await runCall(['--standin', '--carrier', 'vonage']);
+    expect(carrier.code).toBe(2);
+    expect(carrier.stderr).toContain('--carrier must be twilio or telnyx, not vonage');
   }, 30_000);
 });

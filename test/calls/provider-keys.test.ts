@@ -46,6 +46,10 @@ describe('an assistant whose providers need keys the server lacks', () => {
     expect(patched.json.warnings).toEqual([expect.stringMatching(/^stt_config\.provider: provider "deepgram" needs DEEPGRAM_API_KEY/)]);
     const sandbox = await s.api('POST', '/assistants', sandboxAssistant());
     expect(sandbox.json.warnings).toEqual([]);
+    // a read gives the same warnings, for the dashboard to show beside the fields
+    const read = await s.api('GET', `/assistants/${created.json.assistant.id}`);
+    expect(read.json.warnings).toEqual(patched.json.warnings);
+    expect((await s.api('GET', `/assistants/${sandbox.json.assistant.id}`)).json.warnings).toEqual([]);
   });
 
   it('a phone call is refused before pickup, failing closed with the reasons', async () => {

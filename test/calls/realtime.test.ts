@@ -1,9 +1,11 @@
 /**
  * Realtime assistants on whole calls over the Twilio protocol: the sandbox speech-to-speech
- * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake.
+ * provider end to end, and the OpenAI Realtime adapter against its wire-protocol fake. Nothing
+ * here is timed (`calls-parallel`); barge-in and silence on a realtime call, which are, run in
+ * test/calls/in-call.test.ts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { orderLookupNodes, receivedMessages, silenceReminders, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
+import { orderLookupNodes, receivedMessages, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
@@ -104,41 +106,9 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     s.receiver.setDefault({ status: 200, body: '' });
   }, 60_000);
 
-  // (a key press over the line: test/fast-calls/barge-in.test.ts, on both kinds of call)
-  it('stops talking when the caller speaks over an interruptible line (clear), and keeps only what was heard, before the input', async () => {
-    const input = 'Sorry, I need to book.';
-    const long = 'Welcome to Acme Dental. We are open from eight in the morning until six in the evening on weekdays. ' +
-      'On Saturdays we are open from nine until one. We are closed on Sundays and public holidays.';
-    const { number } = await s.setUpNumber({
-      assistant: { name: 'Realtime talker', llm_config: { provider: 'sandbox-realtime' }, first_message: long },
-    });
-    const call = s.caller(number);
-    await call.dial();
-    await call.hear('Welcome to Acme Dental');
-    await call.say(input);
-    await until(() => call.clears.length > 0, 'a clear');
-    await call.hear(/okay|understand/i);
-    await call.hangUp();
-    const callId = call.callId!;
-    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    const first = report.messages[0];
-    expect(first.role).toBe('assistant');
-    expect(long.startsWith(first.content)).toBe(true);
-    expect(first.content.length).toBeLessThan(long.length);
-    expect(report.messages[1]).toMatchObject({ role: 'user', content: input });
-    // the engine's history (the saved session) keeps the same heard part of the cut line
-    let stored = await s.runtime.callStore.get(callId);
-    for (let i = 0; i < 100 && stored?.status !== 'ended'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      stored = await s.runtime.callStore.get(callId);
-    }
-    const history = (stored!.engine as { history: { role: string; content: string }[] }).history;
-    expect(history.slice(0, 2)).toMatchObject([
-      { role: 'assistant', content: first.content },
-      { role: 'user', content: input },
-    ]);
-  }, 60_000);
+  // (barge-in on a realtime call: test/calls/in-call.test.ts over a socket with OpenAI Realtime's fake;
+  // what the record, the engine and the model keep, and a key press: test/fast-calls/barge-in.test.ts,
+  // on both kinds of call; the sandbox model's cancel and truncation: test/providers/sandbox-realtime.test.ts)
 });
 
 describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
@@ -275,109 +245,6 @@ describe('a realtime call with OpenAI Realtime (wire-protocol fake)', () => {
     await call.hangUp();
   }, 60_000);
 
-  it('a caller transcript that comes after the reply resets the silence count: the next reminder is the first, after first_check_seconds', async () => {
-    // Timeline: "Hi." → 1 s → reminder 1 → 3 s → reminder 2 → the caller speaks 1 s after reminder 2
-    // was asked for (counted in caller audio, whatever the call's start-up took), the reply plays,
-    // and OpenAI's transcript of the caller arrives 1.5 s after the turn.
-    fake = await startFakeOpenAiRealtime({
-      responses: [
-        { audio: tone(800), transcript: 'Hi.' },
-        { audio: tone(800), transcript: 'Are you still there?' },
-        { audio: tone(800), transcript: 'Hello, can you hear me?' },
-        { audio: tone(800), transcript: 'Are you still there?' },
-      ],
-      turns: [
-        {
-          afterResponses: 3,
-          afterAudioBytes: 8_000, // 1 s of caller audio (8 bytes per ms)
-          userTranscript: 'What are your opening hours?',
-          userTranscriptDelayMs: 1_500,
-          response: { audio: tone(800), transcript: 'We are open from nine to five.' },
-        },
-      ],
-    });
-    s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
-    const { number } = await s.setUpNumber({
-      assistant: {
-        name: 'OpenAI reminders',
-        llm_config: { provider: 'openai-realtime' },
-        first_message: 'Hi.',
-        speech_config: { silence: silenceReminders(3) },
-      },
-    });
-    const call = s.caller(number);
-    const outcome = await call.dial();
-    const callId = outcome.kind === 'connected' ? outcome.callId : '';
-    const f = fake;
-    const asked = async (n: number) => {
-      const event = await f.waitForEvent('response.create', n, 15_000);
-      return { at: Date.now(), instructions: (event.response as { instructions?: string } | undefined)?.instructions };
-    };
-    const hi = await asked(1);
-    const first = await asked(2);
-    const second = await asked(3);
-    await until(() => (f.connections[0]?.turns ?? 0) >= 1, 'the caller turn', 10_000);
-    const turnAt = Date.now();
-    const again = await asked(4);
-    // the reminder is played to the caller, then the caller hangs up
-    await until(() => (call.frameTimes.at(-1) ?? 0) > again.at, 'the reminder\'s audio', 5_000);
-    await call.quiet();
-    await call.hangUp();
-
-    expect([hi, first, second, again].map((r) => r.instructions)).toEqual([
-      'Say exactly: "Hi."',
-      'Say exactly: "Are you still there?"',
-      'Say exactly: "Hello, can you hear me?"',
-      'Say exactly: "Are you still there?"',
-    ]);
-    // first_check_seconds after the line was heard, then interval_seconds
-    expect(first.at - hi.at).toBeGreaterThanOrEqual(1_000);
-    expect(first.at - hi.at).toBeLessThan(2_500);
-    expect(second.at - first.at).toBeGreaterThanOrEqual(3_000);
-    expect(second.at - first.at).toBeLessThan(4_000);
-    expect(turnAt).toBeGreaterThan(second.at);
-    // the transcript (turn + 1.5 s) starts the count again: first_check_seconds (1 s), not interval_seconds (3 s)
-    expect(again.at - turnAt).toBeGreaterThanOrEqual(2_000);
-    expect(again.at - turnAt).toBeLessThan(3_500);
-
-    await until(() => receivedMessages(s!.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    const lines = report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
-    expect(lines).toContain('user: What are your opening hours?');
-    expect(lines).toContain('assistant: We are open from nine to five.');
-    expect(lines.at(-1)).toBe('assistant: Are you still there?');
-  }, 60_000);
-
-  it('on speech over the assistant audio: clear to the caller, response.cancel and conversation.item.truncate to the model', async () => {
-    const { fake, s, call } = await setUp({
-      // a 3 s first line; the caller starts speaking about 1 s in
-      responses: [{ audio: tone(24_000), transcript: 'Hello, this is Acme Dental, the friendliest dentist in town, how can I help you today?' }],
-      turns: [{ afterAudioBytes: 8_000, speechStops: false }],
-    });
-    const outcome = await call.dial();
-    expect(outcome.kind).toBe('connected');
-    await fake.waitForEvent('response.cancel', 1, 10_000);
-    const truncate = await fake.waitForEvent('conversation.item.truncate', 1, 5_000);
-    await until(() => call.clears.length > 0, 'a clear');
-    expect(truncate.content_index).toBe(0);
-    expect(String(truncate.item_id)).toMatch(/^item_/);
-    // what the caller heard, from the echoed marks: some of the line, not all of it
-    expect(truncate.audio_end_ms).toBeGreaterThan(200);
-    expect(truncate.audio_end_ms).toBeLessThan(2_000);
-    // no further audio of the cut line reaches the caller
-    const framesAtClear = call.frameTimes.filter((t) => t <= call.clears[0]!).length;
-    await new Promise((r) => setTimeout(r, 300));
-    expect(call.frameTimes.length - framesAtClear).toBeLessThanOrEqual(1);
-    // the truncate is valid for the fake (no error came back about it)
-    await call.hangUp();
-    const callId = outcome.kind === 'connected' ? outcome.callId : '';
-    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    const first = report.messages[0];
-    expect(first.role).toBe('assistant');
-    expect('Hello, this is Acme Dental.'.startsWith(first.content)).toBe(true);
-    expect(first.content.length).toBeLessThan('Hello, this is Acme Dental.'.length);
-  }, 60_000);
+  // (a late caller transcript starting the silence count again, and speech over the model's audio:
+  // test/calls/in-call.test.ts, which times them one file at a time)
 });

@@ -2,18 +2,23 @@
  * Direct SIP end to end (DECISIONS 15): a real SIP phone, Debian's baresip, calls the server's
  * SIP endpoint over UDP (and TCP) on 127.0.0.1 and talks to the assistant over RTP. Its
  * microphone is a WAV of sandbox speech; what it heard is read back through the sandbox STT.
- * Skipped (with a warning) where baresip is not installed; `.ci/run` installs it.
+ * Skipped (with a warning) where baresip is not installed; `.ci/run` installs it. Then the
+ * simulated SIP phone (src/sim/sip-caller.ts), what `bench:calls --sip` runs by the hundred: a
+ * hand-built INVITE over UDP, the 100/180/200 and the ACK, the conversation over RTP heard
+ * through the sandbox STT, a re-INVITE moving its media, a BYE either way, and its frames on time
+ * under a flood.
  */
 import dgram from 'node:dgram';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SipCaller, SipSignalling } from '../../src/sim/sip-caller.js';
 import { mulawDecode, mulawEncode } from '../../src/audio/mulaw.js';
 import { transcribe } from '../helpers/sandbox-ear.js';
 import { synthesizeSandboxSpeech } from '../../src/providers/sandbox/tts.js';
 import { Baresip, baresipAvailable, concatSamples, readWav, silence, stopAllBaresip, writeWav } from '../helpers/baresip.js';
-import { eventually, frontDesk, frontDeskWorkflow, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer } from '../helpers/calls.js';
+import { eventually, frontDesk, frontDeskWorkflow, longGreeting, receivedMessages, sandboxAssistant, startCallingServer, transferFlow, type CallingServer } from '../helpers/calls.js';
 
 const available = baresipAvailable();
 const RTP_MIN = 31_000;
@@ -21,22 +26,23 @@ const RTP_MIN = 31_000;
 let s: CallingServer;
 let dir: string;
 let sipPort: number;
+let signalling: SipSignalling;
 
 beforeAll(async () => {
-  if (!available) return;
   s = await startCallingServer({ RTP_PORT_MIN: String(RTP_MIN), RTP_PORT_MAX: String(RTP_MIN + 400) }, { sip: { port: 0 } });
   sipPort = s.runtime.sip!.port;
   dir = await mkdtemp(join(tmpdir(), 'sb-sip-'));
   const account = await s.api('PATCH', '/account', { sip: { inbound: { allowed_addresses: ['127.0.0.1'] } } });
   expect(account.status).toBe(200);
+  signalling = await SipSignalling.open();
 });
 afterEach(async () => {
   await stopAllBaresip();
 });
 afterAll(async () => {
-  if (!available) return;
+  signalling?.close();
   await s?.close();
-  await rm(dir, { recursive: true, force: true });
+  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 /** A WAV of the sandbox voice saying `text`, after `leadSeconds` of silence. */
@@ -231,6 +237,82 @@ describe.skipIf(!available)('inbound SIP calls', () => {
   }, 60_000);
 });
 
+/** The lines of a call's transcript. */
+const contents = async (id: string) => ((await callRecord(id)).messages as { content: string }[]).map((m) => m.content);
+/** The keys the phone received (CALL_DTMF_START), with when each came. */
+const receivedKeys = (phone: Baresip) => phone.events.filter((e) => e.type === 'CALL_DTMF_START').map((e) => ({ key: e.param, at: e.at }));
+/** A workflow whose model presses keys: `press_keys` offered, its one node told what to do. */
+const keypadFlow = (node: Record<string, unknown>) => ({
+  assistant: sandboxAssistant({ llm_config: { provider: 'sandbox', builtin_tools: ['press_keys'] } }),
+  definition: {
+    version: 1,
+    entry_node: 'menu',
+    nodes: [{ id: 'menu', type: 'conversation', ...node }, { id: 'bye', type: 'end', first_line: 'Goodbye.' }],
+    edges: [{ from: 'menu', to: 'bye', description: 'the caller is finished' }],
+  },
+});
+
+// The keypad at a real SIP phone (DECISIONS 16): the model presses keys and the phone receives
+// RFC 4733 telephone-events (baresip reports each, CALL_DTMF_START) with the pause `w` asks for.
+// What no fast test shows: a real user agent decoding our events. The realtime model's keys, the
+// order after its audio and the frames in their slots are tested on the controller
+// (test/fast-calls/keypad.test.ts).
+describe.skipIf(!available)('the keypad on a SIP call', () => {
+  it('the keys the prompt names reach the phone as RFC 4733 events, w a half-second pause between; the transcript says so', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', ...keypadFlow({ instructions: 'You are calling the card desk. To reach it, press_keys(1w23#).' }) });
+    // the far end speaks first (as a bank's menu does): the model's first turn answers it
+    const phone = await Baresip.start({ name: 'ivr', playWav: await speech('ivr', 'Welcome to Acme Bank.', 1.5) });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    expect(await phone.waitForDtmf('123#', 15_000)).toBe('123#');
+    const keys = receivedKeys(phone);
+    expect(keys.map((k) => k.key)).toEqual(['1', '2', '3', '#']);
+    // 100 ms of tone and 100 ms after each key, and the pause: 700 ms from 1 to 2, 200 ms after
+    expect(keys[1]!.at - keys[0]!.at).toBeGreaterThanOrEqual(600);
+    expect(keys[1]!.at - keys[0]!.at).toBeLessThanOrEqual(900);
+    for (const i of [2, 3]) {
+      expect(keys[i]!.at - keys[i - 1]!.at).toBeGreaterThanOrEqual(120);
+      expect(keys[i]!.at - keys[i - 1]!.at).toBeLessThanOrEqual(400);
+    }
+    // each event ended (the end bit), once
+    await until(() => phone.events.filter((e) => e.type === 'CALL_DTMF_END').length >= 4 || null, 'the ends of the keys', 5_000);
+    expect(await until(async () => (await contents(callId)).includes('Keys sent: 1w23#') || null, 'the transcript line')).toBe(true);
+    await phone.hangup();
+    await phone.waitFor('CALL_CLOSED');
+  }, 60_000);
+
+  it('a menu that says "press 4" gets the key 4', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', ...keypadFlow({ first_line: 'Hello.', instructions: 'You are calling the bank; choose the card desk in its menu.' }) });
+    const phone = await Baresip.start({ name: 'menu', playWav: await speech('menu', 'For the card desk, press 4.', 1.5) });
+    const before = await knownCalls();
+    await phone.dial(`sip:${number}@127.0.0.1:${sipPort}`);
+    await phone.waitFor('CALL_ESTABLISHED');
+    const callId = await newCall(before);
+    expect(await phone.waitForDtmf('4', 20_000)).toBe('4');
+    expect(await until(async () => (await contents(callId)).includes('Keys sent: 4') || null, 'the transcript line')).toBe(true);
+    const lines = await contents(callId);
+    expect(lines.indexOf('For the card desk, press 4.')).toBeLessThan(lines.indexOf('Keys sent: 4'));
+    await phone.hangup();
+    await phone.waitFor('CALL_CLOSED');
+  }, 60_000);
+
+  it('the assistant calls a menu through the trunk; the menu says "press 2", the phone gets 2', async () => {
+    const { numberId } = await s.setUpNumber({ provider: 'sip', ...keypadFlow({ first_line: 'Hello.', instructions: 'You are calling the bank; choose the card desk in its menu.' }) });
+    const phone = await Baresip.start({ name: 'bank', user: '+15557654321', autoAnswer: true, playWav: await speech('bank', 'For the card desk, press 2.', 1.5) });
+    const trunk = await s.api('PATCH', '/account', { sip: { outbound: { proxy: `sip:127.0.0.1:${phone.sipPort}`, caller_id: '+15550100200' } } });
+    expect(trunk.status).toBe(200);
+    const placed = await s.api('POST', '/calls', { number_id: numberId, customer: { number: '+15557654321' } });
+    expect(placed.status, JSON.stringify(placed.json)).toBe(201);
+    await phone.waitFor('CALL_ESTABLISHED', 15_000);
+    expect(await phone.waitForDtmf('2', 20_000)).toBe('2');
+    expect(await until(async () => (await contents(placed.json.call.id)).includes('Keys sent: 2') || null, 'the transcript line')).toBe(true);
+    await phone.hangup();
+    await phone.waitFor('CALL_CLOSED');
+  }, 60_000);
+});
+
 describe.skipIf(!available)('bad input never harms a call', () => {
   it('malformed messages, an INVITE flood and RTP from another address: the live call goes on, the server stays healthy', async () => {
     const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDeskWorkflow() });
@@ -293,5 +375,142 @@ describe.skipIf(!available)('bad input never harms a call', () => {
     expect(refused('number')).toBeLessThanOrEqual(70);
     // the flood made no calls
     expect((await callsOf()).filter((c) => !before.has(c.id))).toHaveLength(1);
+  }, 60_000);
+});
+
+/** The call a phone placed, by its caller number (the API does not show the SIP Call-ID). */
+const callFrom = async (from: string) => {
+  const calls = (await s.api('GET', '/calls')).json.calls as { id: string; transport: string; customer?: { number: string } }[];
+  return calls.find((c) => c.transport === 'sip' && c.customer?.number === from)?.id;
+};
+
+// the simulated SIP phone needs no baresip; it runs last, so that the cases above see the server's
+// counters as they left them
+describe('the simulated SIP phone', () => {
+  it('calls over UDP, hears the greeting and the reply over RTP, is understood, and hangs up with a BYE', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550111', signalling });
+    try {
+      const outcome = await phone.dial();
+      expect(outcome).toEqual({ kind: 'connected', sipCallId: phone.sipCallId });
+      expect(phone.provisional).toEqual([100, 180]);
+      expect(phone.final?.status).toBe(200);
+
+      await phone.hear('Hello, this is Acme Dental.');
+      await phone.quiet();
+      await phone.say('I would like to book an appointment.');
+      await phone.hear('book your appointment');
+      await phone.quiet();
+      await phone.hangUp();
+      expect(phone.closed).toBe(true);
+      expect(phone.byeAnswer?.status).toBe(200);
+
+      const callId = await eventually('the call record', () => callFrom('+15005550111'));
+      const report = await reportOf(callId);
+      expect(report.ended_reason).toBe('customer-ended-call');
+      expect(report.call.type).toBe('inbound_phone_call');
+      const record = (await s.api('GET', `/calls/${callId}`)).json.call;
+      expect(record.transport).toBe('sip');
+      expect(record.customer.number).toBe('+15005550111');
+      expect(record.messages.map((m: { role: string; content: string }) => [m.role, m.content])).toEqual([
+        ['assistant', 'Hello, this is Acme Dental.'],
+        ['user', 'I would like to book an appointment.'],
+        ['assistant', 'Sure thing.'],
+        ['assistant', 'Let us book your appointment.'],
+      ]);
+      // the phone's RTP: a packet every 20 ms from the answer to the hang-up; the server's while
+      // the assistant speaks (it sends no silence); none lost on loopback
+      const rtp = phone.rtpStats!;
+      expect(rtp.sent).toBeGreaterThan(100);
+      expect(rtp.received).toBeGreaterThan(50);
+      expect(rtp.lost).toBe(0);
+      expect(phone.frameTimes.length).toBe(rtp.received);
+      // the server's dialog and RTP ports are released
+      await eventually('the dialog released', () => s.runtime.sip!.dialogCount === 0);
+    } finally {
+      await phone.close();
+    }
+  }, 60_000);
+
+  it('moves its media mid-call (a re-INVITE to a new port while the old stream sends 100 ms more): the reply is heard on the new port', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDesk });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550114', signalling });
+    try {
+      expect((await phone.dial()).kind).toBe('connected');
+      await phone.hear('Hello, this is Acme Dental.');
+      await phone.quiet();
+      const wrongSource = async () => Number(/switchboard_rtp_wrong_source_total (\d+)/.exec(await (await fetch(`${s.baseUrl}/metrics`)).text())?.[1] ?? 0);
+      const wrongBefore = await wrongSource();
+      await phone.moveMedia(100);
+      await phone.say('I would like to book an appointment.');
+      // the old socket is closed: the server's reply reaches the phone only at its new port
+      await phone.hear('book your appointment', 15_000);
+      await phone.hangUp();
+      const callId = await eventually('the call record', () => callFrom('+15005550114'));
+      expect((await reportOf(callId)).ended_reason).toBe('customer-ended-call');
+      // the old stream's last packets were dropped, not played or latched on (counted as the dialog goes)
+      await eventually('the old stream counted', async () => (await wrongSource()) > wrongBefore);
+    } finally {
+      await phone.close();
+    }
+  }, 60_000);
+
+  it('answers the BYE of an assistant that hangs up', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: frontDeskWorkflow({ goodbyeFromGreeting: true }) });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550112', signalling });
+    try {
+      expect((await phone.dial()).kind).toBe('connected');
+      await phone.hear('Acme Dental');
+      await phone.quiet();
+      await phone.say('That is all, I am finished, goodbye.');
+      await phone.hear('goodbye');
+      await phone.ended(15_000);
+      expect(phone.byeReceived).toBe(true);
+      expect(phone.byeAnswer).toBeNull();
+      const callId = await eventually('the call record', () => callFrom('+15005550112'));
+      expect((await reportOf(callId)).ended_reason).toBe('assistant-ended-call');
+    } finally {
+      await phone.close();
+    }
+  }, 60_000);
+
+  it('is refused with 404 for a number that is not a SIP number', async () => {
+    const { number } = await s.setUpNumber({ definition: frontDesk });
+    const phone = new SipCaller({ port: sipPort, to: number, signalling });
+    try {
+      expect(await phone.dial()).toEqual({ kind: 'refused', status: 404, reason: 'Not Found' });
+      expect(phone.provisional).toEqual([100]);
+    } finally {
+      await phone.close();
+    }
+  });
+
+  it('keeps its frames on time while garbage and a flood of INVITEs hit the SIP port', async () => {
+    const { number } = await s.setUpNumber({ provider: 'sip', definition: longGreeting });
+    const phone = new SipCaller({ port: sipPort, to: number, from: '+15005550113', signalling });
+    const flood = dgram.createSocket('udp4');
+    await new Promise<void>((r) => flood.bind(0, '127.0.0.4', () => r()));
+    try {
+      expect((await phone.dial()).kind).toBe('connected');
+      await phone.hear('Let me tell you');
+      // while the long greeting plays: 2,000 datagrams, half garbage, half INVITEs to nobody
+      const started = phone.frameTimes.length;
+      for (let i = 0; i < 2000; i++) {
+        const invite = `INVITE sip:+1555000${i % 1000}@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.4:9;branch=z9hG4bKf${i}\r\nFrom: <sip:x@y>;tag=${i}\r\nTo: <sip:z@y>\r\nCall-ID: f${i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n`;
+        flood.send(i % 2 ? Buffer.from(invite) : Buffer.alloc(200 + (i % 700), i & 0xff), sipPort, '127.0.0.1');
+        if (i % 100 === 99) await new Promise((r) => setTimeout(r, 5));
+      }
+      await phone.hear('Parking is free');
+      const times = phone.frameTimes.slice(started);
+      expect(times.length).toBeGreaterThan(50);
+      const gaps = times.slice(1).map((t, i) => t - times[i]!);
+      // a frame every 20 ms (the pacer's lead sends some early): never a hole a caller would hear
+      expect(Math.max(...gaps)).toBeLessThan(100);
+      await phone.hangUp();
+      expect((await fetch(`${s.baseUrl}/readyz`)).status).toBe(200);
+    } finally {
+      flood.close();
+      await phone.close();
+    }
   }, 60_000);
 });

@@ -308,7 +308,7 @@ const RIGS: VendorRig[] = [
   },
   {
     name: 'OpenAI TTS',
-    provider: 'openai',
+    provider: 'openai-tts',
     faulty: pipeline({ name: 'Faulty line', first_message: FAULTY_GREETING, tts_config: { provider: 'openai', voice_id: FAULTY_OPENAI_VOICE } }),
     async startFake(fault) {
       const tts = await startFakeOpenAiTts({

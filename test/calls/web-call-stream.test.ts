@@ -15,6 +15,8 @@ import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebCaller } from '../../src/sim/web-caller.js';
+import { callLogEntry } from '../../src/calls/call-log.js';
+import { callRecord } from '../helpers/call-record.js';
 import {
   eventually,
   frontDeskWorkflow,
@@ -632,7 +634,7 @@ describe('a realtime assistant over a web call', () => {
 });
 
 describe('a web call whose stream never connects', () => {
-  it('is finalized customer-ended-call, "the media stream never connected", with its report', async () => {
+  it('is finalized customer-did-not-join (nobody joined within its token\'s 60 s), with its report', async () => {
     const { callId, token } = await makeWebCall();
     // 80 s ago: past WEB_RINGING_LIMIT_MS (75 s) without waiting for it
     const record = await s.runtime.callStore.get(callId);
@@ -642,13 +644,27 @@ describe('a web call whose stream never connects', () => {
     // (the heartbeat may get there first: either way the call is finalized once)
     await s.runtime.calls.finalizeStale();
     const { report, call } = await endedCall(callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    expect(report.errors).toContainEqual({ code: 'CALL_STREAM_LOST', message: 'the media stream never connected' });
-    expect(call.errors).toContainEqual({ code: 'CALL_STREAM_LOST', message: 'the media stream never connected' });
+    const unjoined = { code: 'CALL_STREAM_LOST', message: "nobody joined the web call: its stream was not opened within its token's 60 s" };
+    expect(report.ended_reason).toBe('customer-did-not-join');
+    expect(call.ended_reason).toBe('customer-did-not-join');
+    expect(report.errors).toContainEqual(unjoined);
+    expect(call.errors).toContainEqual(unjoined);
+    expect(messagesOf(callId, 'status-update').at(-1)).toMatchObject({ status: 'ended', ended_reason: 'customer-did-not-join' });
     expect(call.started_at).toBeNull();
     await s.runtime.calls.finalizeStale();
     expect(messagesOf(callId, 'end-of-call-report')).toHaveLength(1);
     // a browser that comes now is too late
     expect((await refusal(streamUrl(token))).status).toBe(403);
+  });
+
+  it('the sweep ends one whose session was lost the same way: customer-did-not-join', async () => {
+    // as the log has it after its session went (Redis restarted): ringing, no live session anywhere
+    const createdAt = new Date(Date.now() - 200_000).toISOString();
+    const record = { ...callRecord({ organization_id: s.orgId, type: 'web_call', status: 'ringing', created_at: createdAt, started_at: null, transport: 'web', transport_ids: {} }), customer: null, phone_number: null, number_id: null };
+    await s.store.calls.upsert(callLogEntry(record as never));
+    const logged = (await s.store.calls.get(s.orgId, record.id))!;
+    const ended = await s.runtime.calls.finishOrphan(logged);
+    expect(ended).toMatchObject({ status: 'ended', ended_reason: 'customer-did-not-join' });
+    expect((await s.store.calls.get(s.orgId, record.id))?.ended_reason).toBe('customer-did-not-join');
   });
 });

@@ -6,28 +6,31 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frontDeskWorkflow, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { buildDist, ROOT, scriptCommand } from '../helpers/built.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
+/** `npm run chat`'s command, on the compiled build (built once a run). */
+const CHAT = scriptCommand('chat');
 let s: CallingServer;
 let tools: Receiver;
 let dir: string;
 beforeAll(async () => {
-  s = await startCallingServer();
+  [s] = await Promise.all([startCallingServer(), buildDist()]);
   tools = await startReceiver();
   dir = mkdtempSync(path.join(tmpdir(), 'sb-chat-'));
-}, 120_000);
+}, 300_000);
 afterAll(async () => {
   await s?.close();
   await tools?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-function runChat(args: string[], env: Record<string, string> = {}) {
+function runChat(args: string[], env: Record<string, string> = {}, input = '') {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/chat.ts', ...args], {
+    const child = spawn(CHAT.cmd, [...CHAT.args, ...args], {
       cwd: ROOT,
       env: { ...process.env, SWITCHBOARD_URL: '', SWITCHBOARD_API_KEY: '', ...env },
     });
+    child.stdin.end(input);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -121,6 +124,39 @@ describe('npm run chat', () => {
     const api = await runChat(['--script', refused], serverEnv());
     expect(api.code).toBe(1);
     expect(api.stderr).toMatch(/^chat: creating the assistant: HTTP 400 .*tts_config/);
+  }, 60_000);
+
+  it('with no script, chats interactively: the lines typed, the replies with their node, until the chat ends', async () => {
+    const assistantId = await s.createAssistant(sandboxAssistant());
+    const workflowId = await s.createWorkflow(frontDeskWorkflow());
+    const r = await runChat(['--assistant', assistantId, '--workflow', workflowId], serverEnv(), 'I would like to book an appointment\n\nGoodbye, I am finished\nthis line comes after the end\n');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\n')).toEqual([
+      expect.stringMatching(/^chat [0-9a-f-]{36} \(assistant [0-9a-f-]{36}, workflow [0-9a-f-]{36}\): type the customer's lines$/),
+      '[greeting] assistant: Hello, this is Acme Dental.',
+      '[greeting] customer:  I would like to book an appointment',
+      '[greeting] assistant: Sure thing.',
+      '[booking] assistant: Let us book your appointment.',
+      '[booking] customer:  Goodbye, I am finished',
+      '[bye] assistant: Thank you for calling, goodbye.',
+      'chat over: ended (assistant-ended-call)',
+      '',
+    ]);
+    // Ctrl-D (the end of the input) leaves a chat that goes on
+    const left = await runChat(['--assistant', assistantId, '--workflow', workflowId], serverEnv(), 'I would like to book an appointment\n');
+    expect(left.code).toBe(0);
+    expect(left.stdout).toMatch(/chat over: active\n$/);
+    // a refused chat says why, each detail on its line
+    const keyed = await s.createAssistant({ name: 'Needs a key', llm_config: { provider: 'openai' }, stt_config: { provider: 'sandbox' }, tts_config: { provider: 'sandbox', voice_id: 'sandbox' } });
+    const refused = await runChat(['--assistant', keyed], serverEnv());
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^chat: starting the chat: HTTP 400 Chat rejected: .*\n  - llm_config\.provider: provider "openai" .*needs OPENAI_API_KEY/);
+    // no assistant named, and several to choose from: they are listed
+    const which = await runChat([], serverEnv());
+    expect(which.code).toBe(2);
+    expect(which.stderr).toContain('give --assistant <id>');
+    expect(which.stderr).toContain(`  ${assistantId}  Sandbox receptionist`);
   }, 60_000);
 
   it('bad usage and bad scripts are refused plainly', async () => {

@@ -1,24 +1,27 @@
 /**
- * `npm start`'s last guard (src/last-resort.ts) in a real server process: an exception thrown
- * outside every guard and a rejection nobody handles are logged at error level with their call
- * id, counted in /metrics, and the server goes on serving.
+ * `npm start`'s last guard (src/last-resort.ts) in a real server process (`npm start`'s command,
+ * on the compiled build): an exception thrown outside every guard and a rejection nobody handles
+ * are logged at error level with their call id, counted in /metrics, and the server goes on
+ * serving.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { SERVER_HEAP_FLAGS } from '../../src/heap.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/calls.js';
+import { buildDist, madeDataDir, ROOT, scriptCommand } from '../helpers/built.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const FAULTS = path.join(import.meta.dirname, 'fixtures/escaping-errors.mjs');
 let child: ChildProcess | undefined;
-const dataDir = mkdtempSync(path.join(tmpdir(), 'sb-last-resort-'));
+let dataDir: string;
 
+beforeAll(async () => {
+  // the database made as a first start makes it (the start is not what this tests)
+  [dataDir] = await Promise.all([madeDataDir('sb-last-resort-'), buildDist()]);
+}, 300_000);
 afterAll(() => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
-  rmSync(dataDir, { recursive: true, force: true });
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
 const metric = (text: string, name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -28,7 +31,8 @@ describe('an error that escapes every guard', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'error', SIP_PORT: '0', PORT: '0' };
     delete env.DATABASE_URL;
     delete env.REDIS_URL;
-    child = spawn(process.execPath, [...SERVER_HEAP_FLAGS, '--import', 'tsx', '--import', FAULTS, 'src/main.ts'], { cwd: ROOT, env });
+    const start = scriptCommand('start', ['--import', FAULTS]);
+    child = spawn(start.cmd, start.args, { cwd: ROOT, env });
     let stdout = '';
     let exited: number | null | undefined;
     child.stdout!.on('data', (d) => (stdout += d));

@@ -1,15 +1,15 @@
 /**
- * The console (GET /console, docs/console.md) end to end: a real Switchboard on 127.0.0.1 with
- * the sandbox providers, driven from headless Chromium. The page is given an API key, lists the
- * assistants and workflows, draws the workflow with dagre, runs a chat to its end node by typing,
- * and runs a web call whose microphone is a WAV file of the sandbox voice (Chromium's fake audio
- * capture), with the transcript, the current node, the latency and the report checked on the page
- * and against the API and the webhooks.
+ * The console's chats and web calls (GET /console, docs/dashboard.md) end to end, on a workflow's
+ * page of the dashboard: a real Switchboard on 127.0.0.1 with the sandbox providers, driven from
+ * headless Chromium. The page is given an API key, lists the workflows, draws the workflow (dagre
+ * lays it out, Cytoscape draws it), runs a chat to its end node by typing, and runs a web call
+ * whose microphone is a WAV file of the sandbox voice (Chromium's fake audio capture), with the
+ * transcript, the current node, the latency and the report checked on the page and against the
+ * API and the webhooks. The dashboard's other pages: test/console/dashboard.test.ts.
  *
  * `SCREENSHOTS=1` also writes docs/console-*.png.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +21,6 @@ import { browserAvailable, launchBrowser, type TestBrowser } from '../helpers/br
 import { eventually, receivedMessages, sandboxAssistant, startCallingServer, type CallingServer } from '../helpers/calls.js';
 import { wavHeader } from '../../src/audio/wav.js';
 
-const DAGRE_VERSION = (createRequire(import.meta.url)('@dagrejs/dagre/package.json') as { version: string }).version;
 const SCREENSHOTS = process.env.SCREENSHOTS === '1';
 const DOCS = new URL('../../docs/', import.meta.url);
 
@@ -73,9 +72,16 @@ const transcript = (page: Page) =>
   page.$$eval('#transcript li', (items) =>
     items.map((li) => [...li.querySelectorAll('span')].map((s) => s.textContent ?? '')),
   );
-const currentNode = (page: Page) => page.$$eval('#graph .node.current', (nodes) => nodes.map((n) => n.getAttribute('data-node')));
+/** The graph's current node, as its list under the canvas says and as Cytoscape draws it (after the render's effect). */
+async function currentNode(page: Page) {
+  const listed = await page.$$eval('.graph-nodes li.current', (nodes) => nodes.map((n) => n.getAttribute('data-node')));
+  await until(page, `window.dashboard.graph.nodes(".current").map((n) => n.id()).join() === ${JSON.stringify(listed.join())}`);
+  return listed;
+}
+const takenEdges = (page: Page) => page.$$eval('.graph-edges li.taken', (gs) => gs.map((g) => g.getAttribute('data-to')));
 const report = (page: Page) =>
   page.$$eval('#report dd', (dds) => Object.fromEntries(dds.map((dd) => [dd.getAttribute('data-field'), dd.textContent])));
+const status = (page: Page) => page.textContent('#try-status');
 
 /**
  * Waits until `expression` is truthy in the page. Polled with page.evaluate (the page's policy
@@ -125,13 +131,13 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  /** The page as a user finds it on coming back to the tab (the key kept), with the desk workflow chosen: each test starts from here. */
+  /** The desk workflow's page as a user finds it on coming back to the tab (the key kept): each test starts from here. */
   async function fresh() {
+    await page.goto(`${server.baseUrl}/console#/workflows/${workflowId}`);
     await page.reload();
-    await page.waitForSelector('#graph .node');
+    await page.waitForSelector('.graph-nodes li[data-node]');
     await page.selectOption('#assistant', assistantId);
-    await page.selectOption('#workflow', workflowId);
-    await until(page, "document.querySelectorAll('#graph .node').length === 6 && !document.querySelector('#start-call').disabled");
+    await until(page, "document.querySelectorAll('.graph-nodes li').length === 6 && !document.querySelector('#start-call').disabled");
   }
 
   const failWithLogs = <T>(work: Promise<T>): Promise<T> =>
@@ -140,10 +146,10 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
       throw err;
     });
 
-  it('serves the page, its script, its worklet and dagre without a key, with types and cache headers', async () => {
+  it('serves the page, its bundle and its worklet without a key, compressed, with types and cache headers', async () => {
     // every body read to its end: a response left unread keeps its connection busy, and the server's close waits for it
     const get = async (path: string, headers: Record<string, string> = {}) => {
-      const res = await fetch(`${server.baseUrl}${path}`, { headers });
+      const res = await fetch(`${server.baseUrl}${path}`, { headers: { 'accept-encoding': 'identity', ...headers } });
       return { status: res.status, headers: res.headers, body: await res.text() };
     };
     const html = await get('/console');
@@ -151,44 +157,60 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
     expect(html.headers.get('content-type')).toBe('text/html; charset=utf-8');
     expect(html.headers.get('cache-control')).toBe('no-cache');
     expect(html.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(html.headers.get('content-security-policy')).toContain("style-src 'self';");
     // connections to the page's own origin only: no other host, not even by WebSocket
     const host = new URL(server.baseUrl).host;
     expect(html.headers.get('content-security-policy')).toContain(`connect-src 'self' ws://${host} wss://${host};`);
-    expect(html.headers.get('content-security-policy')).not.toMatch(/ws: |wss: |\*/);
-    const body = html.body;
-    const dagrePath = `/console/vendor/dagre-${DAGRE_VERSION}.min.js`;
-    expect(body).toContain(`<script src="${dagrePath}"`);
+    expect(html.headers.get('content-security-policy')).not.toMatch(/ws: |wss: |\*|unsafe/);
+    // nothing from elsewhere: every file the page names is one of its own
+    const named = [...html.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    expect(named).toEqual(['data:,', '/console/dashboard.css', '/console/dashboard.js']);
     expect((await get('/console/')).status).toBe(200);
 
     const revalidated = await get('/console', { 'if-none-match': html.headers.get('etag')! });
     expect(revalidated.status).toBe(304);
 
     for (const [path, type] of [
-      ['/console/app.js', 'text/javascript; charset=utf-8'],
+      ['/console/dashboard.js', 'text/javascript; charset=utf-8'],
+      ['/console/dashboard.css', 'text/css; charset=utf-8'],
       ['/console/mic-worklet.js', 'text/javascript; charset=utf-8'],
-      ['/console/app.css', 'text/css; charset=utf-8'],
+      ['/console/dashboard.js.LEGAL.txt', 'text/plain; charset=utf-8'],
     ] as const) {
       const res = await get(path);
       expect(res.status, path).toBe(200);
       expect(res.headers.get('content-type'), path).toBe(type);
       expect(res.headers.get('cache-control'), path).toBe('no-cache');
+      expect(res.headers.get('content-encoding'), path).toBeNull();
     }
-    const dagre = await get(dagrePath);
-    expect(dagre.status).toBe(200);
-    expect(dagre.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
-    expect(dagre.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
-    const shipped = await readFile(createRequire(import.meta.url).resolve('@dagrejs/dagre/package.json').replace(/package\.json$/, 'dist/dagre.min.js'), 'utf8');
-    expect(dagre.body).toBe(shipped);
+    // the bundle carries its libraries' licences (Preact, htm, Cytoscape, dagre) beside it
+    expect((await get('/console/dashboard.js.LEGAL.txt')).body).toMatch(/license/i);
+
+    // compressed as the browser accepts: brotli, else gzip; the same bytes once decoded
+    const plain = await get('/console/dashboard.js');
+    const raw = async (encoding: string) => {
+      const res = await fetch(`${server.baseUrl}/console/dashboard.js`, { headers: { 'accept-encoding': encoding } });
+      const body = Buffer.from(await res.arrayBuffer());
+      return { encoding: res.headers.get('content-encoding'), etag: res.headers.get('etag'), vary: res.headers.get('vary'), body };
+    };
+    // Node's fetch decodes what it is sent; the encoding and the ETag say what was sent
+    const br = await raw('gzip, br');
+    const gz = await raw('gzip');
+    expect([br.encoding, gz.encoding]).toEqual(['br', 'gzip']);
+    expect(br.vary).toBe('accept-encoding');
+    expect(br.body.toString()).toBe(plain.body);
+    expect(gz.body.toString()).toBe(plain.body);
+    expect(new Set([br.etag, gz.etag, plain.headers.get('etag')]).size).toBe(3);
 
     const missing = await get('/console/%2e%2e/package.json'); // a file of its own list, or nothing
     expect(missing.status).toBe(404);
-    expect((await get('/console/vendor/dagre.js')).status).toBe(404);
+    expect((await get('/console/app.js')).status).toBe(404);
+    expect((await get('/console/bundle.js')).status).toBe(404);
     // not part of the API's description
     const openapi = JSON.parse((await get('/openapi.json')).body) as { paths: Record<string, unknown> };
     expect(Object.keys(openapi.paths).filter((p) => p.startsWith('/console'))).toEqual([]);
   });
 
-  it('asks for a key, lists the assistants and workflows, and draws the workflow laid out by dagre', async () => {
+  it('asks for a key, lists the workflows, and draws the workflow laid out by dagre', async () => {
     await failWithLogs(
       (async () => {
         await page.goto(`${server.baseUrl}/console`);
@@ -196,55 +218,49 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
         await page.click('#use-key');
         await page.waitForSelector('#status.bad');
         expect(await page.textContent('#status')).toContain('Invalid API key');
-        expect(await page.$$eval('#assistant option', (o) => o.length)).toBe(0);
+        expect(await page.$('nav')).toBeNull();
 
         await page.fill('#key', server.key);
         await page.click('#use-key');
-        await page.waitForSelector('#graph .node');
+        await page.waitForSelector('nav');
         // the key stays in this tab's session storage: a reload needs no typing
         expect(await page.evaluate("sessionStorage.getItem('switchboard.console.key')")).toBe(server.key);
         await page.reload();
-        await page.waitForSelector('#graph .node');
+        await page.waitForSelector('nav');
 
+        await page.click('nav a[data-page="workflows"]');
+        await page.waitForSelector('#workflow-list');
+        const workflows = await page.$$eval('#workflow-list tbody tr td:first-child a', (o) => o.map((x) => x.textContent));
+        expect(workflows).toEqual(['Other flow', 'Acme front desk']);
+        await page.click('#workflow-list a:text("Acme front desk")');
+        await until(page, "document.querySelectorAll('.graph-nodes li').length === 6");
+        expect(await page.textContent('.page-head h1')).toBe('Acme front desk');
         const assistants = await page.$$eval('#assistant option', (o) => o.map((x) => [x.getAttribute('value'), x.textContent]));
         expect(assistants).toEqual([[assistantId, 'Front desk (sandbox)']]);
-        const workflows = await page.$$eval('#workflow option', (o) => o.map((x) => x.textContent));
-        expect(workflows).toEqual(['(none: the assistant alone)', 'Other flow', 'Acme front desk']);
-        await page.selectOption('#assistant', assistantId);
-        await page.selectOption('#workflow', workflowId);
-        await until(page, "document.querySelectorAll('#graph .node').length === 6");
-        expect(await page.textContent('#graph-title')).toBe('Acme front desk');
 
-        // one SVG node per workflow node, placed by dagre: ranks go down the edges
+        // one node per workflow node, placed by dagre (no layout saved yet): ranks go down the edges
         const def = definition();
-        const nodes = await page.$$eval('#graph .node', (gs) =>
-          gs.map((g) => {
-            const [, x, y] = /translate\(([-\d.]+),([-\d.]+)\)/.exec(g.getAttribute('transform') ?? '') ?? [];
-            return { id: g.getAttribute('data-node'), cls: g.getAttribute('class'), x: Number(x), y: Number(y), label: g.querySelector('text.id')?.textContent };
-          }),
-        );
+        const nodes = await page.$$eval('.graph-nodes li', (lis) => lis.map((li) => ({ id: li.getAttribute('data-node'), cls: li.getAttribute('class') })));
         expect(nodes.map((n) => n.id).sort()).toEqual(def.nodes.map((n) => n.id).sort());
-        const at = Object.fromEntries(nodes.map((n) => [n.id, n]));
-        for (const n of def.nodes) {
-          expect(at[n.id]!.label).toBe(n.id);
-          expect(at[n.id]!.cls).toContain(`k-${n.type}`);
-        }
-        expect(at.billing!.cls).toContain('global');
+        const cls = Object.fromEntries(nodes.map((n) => [n.id, n.cls]));
+        for (const n of def.nodes) expect(cls[n.id]).toContain(`k-${n.type}`);
+        expect(cls.billing).toContain('global');
+        expect(cls.greeting).toContain('entry');
+        await until(page, 'window.dashboard.graph?.nodes().length === 6 && window.dashboard.graph.edges().length === 7');
+        const at = (await page.evaluate('Object.fromEntries(window.dashboard.graph.nodes().map((n) => [n.id(), n.position()]))')) as Record<string, { x: number; y: number }>;
+        expect(Object.keys(at).sort()).toEqual(def.nodes.map((n) => n.id).sort());
         expect(at.greeting!.y).toBeLessThan(at.booking!.y);
         expect(at.booking!.y).toBeLessThan(at.find_slot!.y);
         expect(at.find_slot!.y).toBeLessThan(at.bye!.y);
         expect(at.billing!.y).toBeLessThan(at.human!.y);
-        expect(new Set(nodes.map((n) => `${n.x},${n.y}`)).size).toBe(nodes.length); // no two in one place
-        const edges = await page.$$eval('#graph .edge', (gs) => gs.map((g) => `${g.getAttribute('data-from')}>${g.getAttribute('data-to')}`));
-        expect(edges.sort()).toEqual(def.edges.map((e) => `${e.from}>${e.to}`).sort());
-        expect(await page.evaluate('typeof window.dagre?.layout')).toBe('function');
-
-        // the assistant alone: one node
-        await page.selectOption('#workflow', '');
-        await until(page, "document.querySelectorAll('#graph .node').length === 1");
-        expect(await page.getAttribute('#graph .node', 'data-node')).toBe('assistant');
-        await page.selectOption('#workflow', workflowId);
-        await until(page, "document.querySelectorAll('#graph .node').length === 6");
+        expect(new Set(Object.values(at).map((p) => `${p.x},${p.y}`)).size).toBe(6); // no two in one place
+        const drawnEdges = (await page.evaluate('window.dashboard.graph.edges().map((e) => e.source().id() + ">" + e.target().id())')) as string[];
+        const listedEdges = await page.$$eval('.graph-edges li', (gs) => gs.map((g) => `${g.getAttribute('data-from')}>${g.getAttribute('data-to')}`));
+        expect(drawnEdges.sort()).toEqual(def.edges.map((e) => `${e.from}>${e.to}`).sort());
+        expect(listedEdges.sort()).toEqual(drawnEdges.sort());
+        // drawn on a canvas the page's policy allows: no <style> element added, no violation
+        expect(await page.evaluate("document.querySelectorAll('style').length")).toBe(0);
+        expect(browser.logs.filter((l) => /Content Security Policy/i.test(l))).toEqual([]);
       })(),
     );
   });
@@ -268,7 +284,7 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
           ['Assistant', 'Let us book your appointment.', 'booking'],
         ]);
         expect(await currentNode(page)).toEqual(['booking']);
-        expect(await page.$$eval('#graph .edge.taken', (gs) => gs.map((g) => g.getAttribute('data-to')))).toEqual(['booking']);
+        expect(await takenEdges(page)).toEqual(['booking']);
 
         await page.fill('#say-text', 'Goodbye, I am finished');
         await page.click('#say-send');
@@ -300,19 +316,19 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
       (async () => {
         await fresh();
         await page.click('#start-call');
-        await until(page, "/in progress/.test(document.querySelector('#status').textContent)", 10_000);
-        const callId = /Web call ([0-9a-f-]{36})/.exec((await page.textContent('#status')) ?? '')![1]!;
+        await until(page, "/in progress/.test(document.querySelector('#try-status').textContent)", 10_000);
+        const callId = /Web call ([0-9a-f-]{36})/.exec((await status(page)) ?? '')![1]!;
         const live = await server.api('GET', `/calls/${callId}`);
         expect(live.json.call).toMatchObject({ type: 'web_call', transport: 'web', assistant_id: assistantId, workflow_id: workflowId });
         // the microphone as the modem needs it: no processing, into a 16 kHz context
-        const settings = await page.evaluate('state.session.audio.stream.getAudioTracks()[0].getSettings()');
+        const settings = await page.evaluate('window.dashboard.session.audio.stream.getAudioTracks()[0].getSettings()');
         expect(settings).toMatchObject({ echoCancellation: false, noiseSuppression: false, autoGainControl: false });
-        expect(await page.evaluate('state.session.audio.ctx.sampleRate')).toBe(16000);
+        expect(await page.evaluate('window.dashboard.session.audio.ctx.sampleRate')).toBe(16000);
 
         // the first line moves the call to booking (the graph follows), the second to the end
-        await until(page, "document.querySelector('#graph .node.current')?.dataset.node === 'booking'", 20_000);
+        await until(page, "document.querySelector('.graph-nodes li.current')?.dataset.node === 'booking'", 20_000);
         await shot(page, 'web-call-live');
-        expect(await page.$$eval('#graph .edge.taken', (gs) => gs.map((g) => g.getAttribute('data-to')))).toEqual(['booking']);
+        expect(await takenEdges(page)).toEqual(['booking']);
         await page.waitForSelector('#report:not([hidden]) dd[data-field="duration"]', { timeout: 20_000 });
 
         const lines = await transcript(page);
@@ -332,7 +348,7 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
         const shown = await report(page);
         expect(shown).toMatchObject({ ended_reason: 'assistant-ended-call', nodes_visited: 'greeting → booking → bye' });
         expect(shown.duration).toMatch(/^\d+\.\d s$/);
-        expect(await page.textContent('#status')).toBe('Web call ended: assistant-ended-call');
+        expect(await status(page)).toBe('Web call ended: assistant-ended-call');
 
         // each caller turn: its latency at the browser, and the server's split of it
         const rows = await page.$$eval('#latency tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent ?? '')));
@@ -368,12 +384,12 @@ describe.skipIf(!browserAvailable())('the console (GET /console) in headless Chr
         await fresh();
         await page.click('#start-call');
         await until(page, "document.querySelector('#transcript .msg.assistant') !== null", 10_000);
-        const callId = /Web call ([0-9a-f-]{36})/.exec((await page.textContent('#status')) ?? '')![1]!;
+        const callId = /Web call ([0-9a-f-]{36})/.exec((await status(page)) ?? '')![1]!;
         expect(await page.isEnabled('#hangup')).toBe(true);
         await page.click('#hangup');
         await page.waitForSelector('#report:not([hidden]) dd[data-field="duration"]', { timeout: 10_000 });
         expect(await report(page)).toMatchObject({ ended_reason: 'customer-ended-call', nodes_visited: 'greeting' });
-        expect(await page.textContent('#status')).toBe('Web call ended: customer-ended-call');
+        expect(await status(page)).toBe('Web call ended: customer-ended-call');
         expect(await page.isEnabled('#start-call')).toBe(true);
         const { json } = await server.api('GET', `/calls/${callId}`);
         expect(json.call).toMatchObject({ status: 'ended', ended_reason: 'customer-ended-call' });

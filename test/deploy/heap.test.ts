@@ -1,12 +1,14 @@
 /** The server's heap settings (src/heap.ts): what `npm start` and the image run with. */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { pathToFileURL } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { collectStartupGarbage, SERVER_HEAP_FLAGS } from '../../src/heap.js';
+import { buildDist, madeDataDir, ROOT, scriptCommand } from '../helpers/built.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
+// the children below run the compiled build, as the server does
+beforeAll(() => buildDist(), 300_000);
 const packageJson = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
 
 /** The Node options of a script's command: what comes between `node` and the first non-option. */
@@ -51,11 +53,11 @@ describe('the server heap flags', () => {
 /** Runs `body` (module code with `collectStartupGarbage` in scope) in a fresh Node; its JSON line. */
 function inChild(body: string, nodeArgs: string[] = []): unknown {
   const script = `
-    import('${new URL('../../src/heap.ts', import.meta.url).href}').then(async ({ collectStartupGarbage }) => {
+    import('${pathToFileURL(path.join(ROOT, 'dist/src/heap.js')).href}').then(async ({ collectStartupGarbage }) => {
       const { runInNewContext } = await import('node:vm');
       ${body}
     });`;
-  const r = spawnSync(process.execPath, [...nodeArgs, '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [...nodeArgs, '--input-type=module', '-e', script], { encoding: 'utf8' });
   expect(r.stderr).toBe('');
   expect(r.status).toBe(0);
   return JSON.parse(r.stdout.trim());
@@ -86,12 +88,13 @@ describe('collectStartupGarbage', () => {
   });
 
   it('is what the server runs before it serves (it warns when it cannot)', async () => {
-    const dataDir = mkdtempSync(path.join(tmpdir(), 'sb-heap-'));
+    const dataDir = await madeDataDir('sb-heap-');
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', SIP_PORT: '0', LOG_LEVEL: 'warn' };
     delete env.DATABASE_URL;
     delete env.REDIS_URL;
-    // frozen flags: the collection cannot run, and the server says so before its banner
-    const child = spawn(process.execPath, ['--freeze-flags-after-init', ...SERVER_HEAP_FLAGS, '--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env });
+    // frozen flags: the collection cannot run, and the server says so before its banner (npm start's command otherwise)
+    const start = scriptCommand('start', ['--freeze-flags-after-init']);
+    const child = spawn(start.cmd, start.args, { cwd: ROOT, env });
     try {
       const stdout = await new Promise<string>((resolve, reject) => {
         let out = '';

@@ -279,7 +279,7 @@ describe('validateDefinition: one rule at a time', () => {
       return def;
     };
     rejects(withBlock('llm_config', { model: 'gpt-4o' }), 'nodes[1] (b).llm_config.provider', 'required (one of "openai"');
-    rejects(withBlock('llm_config', { provider: 'anthropic' }), 'nodes[1] (b).llm_config.provider', 'unknown llm provider "anthropic"');
+    rejects(withBlock('llm_config', { provider: 'acme-llm' }), 'nodes[1] (b).llm_config.provider', 'unknown llm provider "acme-llm"');
     rejects(withBlock('llm_config', { provider: 'openai', model: 'gpt-3' }), 'nodes[1] (b).llm_config.model', 'unknown model "gpt-3"');
     rejects(withBlock('llm_config', { provider: 'custom-llm' }), 'nodes[1] (b).llm_config.url', 'required for provider "custom-llm"');
     rejects(withBlock('stt_config', { provider: 'deepgram', language: 'xx' }), 'nodes[1] (b).stt_config.language', 'unknown language "xx"');

@@ -9,9 +9,7 @@
  * (`perConnection`, e.g. by model), so that one fake serves a healthy call and a faulty one side
  * by side; a connection whose fields name `responses` answers from its own copy of them.
  */
-import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   type IncomingMessage,
@@ -20,10 +18,9 @@ import {
 } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import WebSocket, { WebSocketServer } from 'ws';
 import { fakeTimers, layered, listenLocal, shutDown } from './http.js';
+import { makeCertificate } from './self-signed.js';
 
 export interface FakeFunctionCall {
   name: string;
@@ -236,27 +233,6 @@ function sessionProblem(s: Record<string, unknown>): string | null {
     }
   }
   return null;
-}
-
-function makeCertificate(): { key: string; cert: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'fake-openai-realtime-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-        '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1',
-        '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      key: readFileSync(join(dir, 'key.pem'), 'utf8'),
-      cert: readFileSync(join(dir, 'cert.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 export async function startFakeOpenAiRealtime(
@@ -494,6 +470,16 @@ export async function startFakeOpenAiRealtime(
           if (!item || typeof item.type !== 'string') return invalid("Missing required parameter: 'item'.", 'missing_required_parameter');
           if (item.type === 'function_call_output' && (typeof item.call_id !== 'string' || typeof item.output !== 'string')) {
             return invalid("A function_call_output item needs 'call_id' and 'output'.");
+          }
+          if (item.type === 'message') {
+            // system and user messages carry input_text parts (an assistant's, output_text)
+            const role = item.role;
+            if (role !== 'system' && role !== 'user' && role !== 'assistant') return invalid(`Invalid value: '${String(role)}'. Supported values are: 'system', 'user', and 'assistant'.`, 'invalid_value');
+            const part = role === 'assistant' ? 'output_text' : 'input_text';
+            const content = Array.isArray(item.content) ? (item.content as unknown[]) : null;
+            if (!content || content.length === 0 || !content.every((c) => isObject(c) && (c.type === part || (role === 'user' && c.type === 'input_audio')))) {
+              return invalid(`A ${String(role)} message item needs 'content' parts of type '${part}'.`);
+            }
           }
           const stored = { id: `item_${randomId()}`, object: 'realtime.item', status: 'completed', ...item };
           send({ type: 'conversation.item.added', previous_item_id: null, item: stored });

@@ -8,12 +8,21 @@
  * so that a 16-bit sample is split between two network chunks. Errors use OpenAI's error body.
  * A script may change any of its fields for one request, chosen from the request (`perRequest`,
  * e.g. by voice), so that one fake serves a healthy call and a faulty one side by side.
+ *
+ * As an OpenAI-compatible server of one's own (Kokoro, Piper): `apiKey: null` asks for no key,
+ * `models: null` and `voices: null` take any name, and `wavRate` is the rate of its WAV answers.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connectionControls, layered, listenLocal, readBody, shutDown, trackConnections, type FakeConnections } from './http.js';
 
 export interface FakeOpenAiTtsScript {
-  apiKey: string;
+  /** The key asked for (`Authorization: Bearer`); `null`: none (a server of one's own). */
+  apiKey: string | null;
+  /** Accepted models and voices; `null`: any name. */
+  models: string[] | null;
+  voices: string[] | null;
+  /** The rate of `wav` answers (OpenAI's is 24 kHz; a Piper server's 22.05 kHz). */
+  wavRate: number;
   /** Tone frequency in Hz. */
   toneHz: number;
   amplitude: number;
@@ -29,6 +38,14 @@ export interface FakeOpenAiTtsScript {
   error: { status: number; message: string; type?: string; code?: string | null } | null;
   /** Destroy the connection after this many body bytes (a drop mid-stream). */
   dropAfterBytes: number | null;
+  /** The samples spoken for an input at `rate` (default a tone, `toneSamples`). */
+  synthesize?: (input: string, rate: number) => Int16Array;
+  /** Keep each request's headers and body (default true). */
+  record?: boolean;
+  /** `wav`: the header's sizes say 0xFFFFFFFF (unknown length), as a streaming server writes it. */
+  streamedWav?: boolean;
+  /** Answers raw 24 kHz PCM (`audio/pcm`) whatever format was asked, as a server that knows no WAV. */
+  pcmAlways?: boolean;
   /** Answer 200 with a JSON body instead of audio. */
   jsonInsteadOfAudio: boolean;
   /** Answer this instead of audio (e.g. an HTML page with 200: a proxy in the way). */
@@ -69,6 +86,9 @@ const MODELS = ['tts-1', 'tts-1-hd', 'gpt-4o-mini-tts'];
 
 export const defaultOpenAiTtsScript = (): FakeOpenAiTtsScript => ({
   apiKey: FAKE_OPENAI_KEY,
+  models: MODELS,
+  voices: VOICES,
+  wavRate: FAKE_PCM_RATE,
   toneHz: 1000,
   amplitude: 8000,
   samplesPerChar: 1440,
@@ -81,11 +101,11 @@ export const defaultOpenAiTtsScript = (): FakeOpenAiTtsScript => ({
 });
 
 /** The 24 kHz samples the fake speaks for `input` (what the test compares against). */
-export function toneSamples(script: FakeOpenAiTtsScript, input: string, speed = 1): Int16Array {
-  const n = Math.round((input.length * script.samplesPerChar) / speed);
+export function toneSamples(script: FakeOpenAiTtsScript, input: string, speed = 1, rate = FAKE_PCM_RATE): Int16Array {
+  const n = Math.round((input.length * script.samplesPerChar * (rate / FAKE_PCM_RATE)) / speed);
   const out = new Int16Array(n);
   for (let i = 0; i < n; i++) {
-    out[i] = Math.round(script.amplitude * Math.sin((2 * Math.PI * script.toneHz * i) / FAKE_PCM_RATE));
+    out[i] = Math.round(script.amplitude * Math.sin((2 * Math.PI * script.toneHz * i) / rate));
   }
   return out;
 }
@@ -96,7 +116,7 @@ function pcmBytes(samples: Int16Array): Buffer {
   return buf;
 }
 
-function wavHeader(dataBytes: number): Buffer {
+function wavHeader(dataBytes: number, rate: number): Buffer {
   const h = Buffer.alloc(44);
   h.write('RIFF', 0);
   h.writeUInt32LE(36 + dataBytes, 4);
@@ -105,8 +125,8 @@ function wavHeader(dataBytes: number): Buffer {
   h.writeUInt32LE(16, 16);
   h.writeUInt16LE(1, 20); // PCM
   h.writeUInt16LE(1, 22); // mono
-  h.writeUInt32LE(FAKE_PCM_RATE, 24);
-  h.writeUInt32LE(FAKE_PCM_RATE * 2, 28);
+  h.writeUInt32LE(rate, 24);
+  h.writeUInt32LE(rate * 2, 28);
   h.writeUInt16LE(2, 32);
   h.writeUInt16LE(16, 34);
   h.write('data', 36);
@@ -139,7 +159,7 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
     // this request's script: the fields `perRequest` changes, the others read from `script` as used
     const script = layered(base, base.perRequest?.({ body, headers: req.headers }));
     const record: RecordedSpeechRequest = { headers: req.headers, body, bytesSent: 0, completed: false, aborted: false };
-    requests.push(record);
+    if (script.record !== false) requests.push(record);
     res.on('finish', () => {
       record.completed = true;
     });
@@ -152,7 +172,7 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
       await delayUnlessClosed(res, script.headersDelayMs);
       if (res.destroyed) return;
     }
-    if (req.headers.authorization !== `Bearer ${script.apiKey}`) {
+    if (script.apiKey !== null && req.headers.authorization !== `Bearer ${script.apiKey}`) {
       const given = String(req.headers.authorization ?? '').replace(/^Bearer\s*/, '');
       openAiError(
         res,
@@ -171,7 +191,7 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
       openAiError(res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error', null);
       return;
     }
-    const problem = validate(body);
+    const problem = validate(body, script);
     if (problem) {
       openAiError(res, 400, problem.message, 'invalid_request_error', null, problem.param);
       return;
@@ -186,10 +206,14 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
       res.end(JSON.stringify({ object: 'unexpected' }));
       return;
     }
-    const format = (body.response_format as string | undefined) ?? 'mp3';
-    const samples = toneSamples(script, body.input as string, (body.speed as number | undefined) ?? 1);
+    const format = script.pcmAlways ? 'pcm' : ((body.response_format as string | undefined) ?? 'mp3');
+    const rate = format === 'wav' ? script.wavRate : FAKE_PCM_RATE;
+    const samples = script.synthesize
+      ? script.synthesize(body.input as string, rate)
+      : toneSamples(script, body.input as string, (body.speed as number | undefined) ?? 1, rate);
     const pcm = pcmBytes(samples);
-    const payload = format === 'wav' ? Buffer.concat([wavHeader(pcm.length), pcm]) : pcm;
+    // a streamed WAV's sizes are not known ahead: 0xFFFFFFFF, as streaming servers write them
+    const payload = format === 'wav' ? Buffer.concat([wavHeader(script.streamedWav ? 0xffffffff - 36 : pcm.length, rate), pcm]) : pcm;
     res.writeHead(200, {
       'content-type': format === 'wav' ? 'audio/wav' : 'audio/pcm',
       'transfer-encoding': 'chunked',
@@ -228,8 +252,8 @@ export async function startFakeOpenAiTts(overrides: Partial<FakeOpenAiTtsScript>
 }
 
 /** The checks OpenAI makes that matter here, with its messages' shape. */
-function validate(body: Record<string, unknown>): { message: string; param: string } | null {
-  if (typeof body.model !== 'string' || !MODELS.includes(body.model)) {
+function validate(body: Record<string, unknown>, script: FakeOpenAiTtsScript): { message: string; param: string } | null {
+  if (typeof body.model !== 'string' || body.model === '' || (script.models !== null && !script.models.includes(body.model))) {
     return { message: `Invalid model: ${String(body.model)}`, param: 'model' };
   }
   if (typeof body.input !== 'string' || body.input.length === 0) {
@@ -238,7 +262,7 @@ function validate(body: Record<string, unknown>): { message: string; param: stri
   if (body.input.length > 4096) {
     return { message: `String too long. Expected a string with maximum length 4096, but got a string with length ${body.input.length} instead.`, param: 'input' };
   }
-  if (typeof body.voice !== 'string' || !VOICES.includes(body.voice)) {
+  if (typeof body.voice !== 'string' || body.voice === '' || (script.voices !== null && !script.voices.includes(body.voice))) {
     return { message: `Invalid value for 'voice': ${String(body.voice)}`, param: 'voice' };
   }
   const format = body.response_format ?? 'mp3';

@@ -3,7 +3,7 @@
  * assistant with no workflow says `first_message`, answers the caller in the model's words, and
  * when the caller hangs up the call ends `customer-ended-call` with the conversation in its
  * record, its status update and its report, the carrier leg left alone. (The same over a real
- * socket, once per family: test/calls/sandbox-call.test.ts, realtime.test.ts, web-call.test.ts.)
+ * socket, once per family: test/calls/in-call.test.ts, realtime.test.ts, web-call.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
 import { callHarness, useFastCalls } from '../helpers/call-harness.js';

@@ -147,8 +147,9 @@ describe.each(kinds)('autonomous silence handling without messages ($kind call)'
     await h.start();
     await h.until('the check-in playing', () => h.transport.frames.some((f) => h.voice.decode(f.frame)?.text.startsWith('Are you still there, or')), 5_000);
     await h.advance(300);
-    await h.caller.say('Sorry, I am back.');
-    await h.until('the reply', () => h.heard().includes('You said: Sorry, I am back.'), 5_000);
+    // longer than interruption_min_duration (0.5 s): a shorter sound would not cut it
+    await h.caller.say('Sorry, I am back, I had to answer the door.');
+    await h.until('the reply', () => h.heard().includes('You said: Sorry, I am back, I had to answer the door.'), 5_000);
     expect(h.heard()).not.toContain(SILENCE_CHECK_FALLBACK);
     expect(h.transport.clears.length).toBeGreaterThan(0);
   });

@@ -2,8 +2,10 @@
  * Turn-taking in a pipeline call, on the memory transport and fake timers: the end of the
  * caller's turn (endpointing_min_delay / endpointing_max_delay), barge-in thresholds
  * (interruption_min_duration, interruption_min_words), false interruptions, and lines that may
- * not be cut. Times are exact: the fake clock does not drift. (A realtime call leaves its turns to
- * the model's server VAD; see barge-in.test.ts for what both kinds do alike.)
+ * not be cut. Times are exact: the fake clock does not drift. The caller's voice is heard by the
+ * call's own voice-activity detector (the default, `webrtc`) from its first frame to its last
+ * (docs/testing.md); real speech and noises, on both detectors: vad-fixtures.test.ts. (A realtime
+ * call leaves its turns to the model's server VAD; see barge-in.test.ts for what both kinds do alike.)
  */
 import { describe, expect, it } from 'vitest';
 import { callHarness, useFastCalls, type CallHarness } from '../helpers/call-harness.js';
@@ -59,28 +61,70 @@ describe('endpointing', () => {
     ]);
   });
 
-  it('waits endpointing_max_delay after a final with no sentence end; the vendor utterance end neither shortens nor restarts it', async () => {
+  it('the final text in, endpointing_min_delay after the end of speech, a sentence end or the vendor endpoint or not', async () => {
     const h = await greeted();
-    await h.caller.say('I have a question about my bill');
-    const finalAt = h.now();
+    await h.caller.say('I have a question about my bill', { speechFinal: false });
+    const endAt = h.now();
+    await h.advance(499);
+    expect(h.llm.requests).toHaveLength(0);
+    await h.advance(1);
+    expect(h.llm.requests).toHaveLength(1);
+    expect(h.rel(h.llm.requests[0]!.at) - endAt).toBe(500);
+    expect(h.messages()[1]).toEqual(['user', 'I have a question about my bill']);
+  });
+
+  it('a final that comes after endpointing_min_delay ends the turn when it comes', async () => {
+    const h = await greeted();
+    // the vendor is slow: interims while speaking, the final 1.2 s after the end of speech
+    await h.caller.say('What time do you open?', { final: false });
+    const endAt = h.now();
+    await h.advance(1200);
+    expect(h.llm.requests).toHaveLength(0);
+    h.stt.final('What time do you open?');
+    await h.advance(0);
+    expect(h.llm.requests).toHaveLength(1);
+    expect(h.rel(h.llm.requests[0]!.at) - endAt).toBe(1200);
+  });
+
+  it('a final that came while the caller still spoke, and nothing from the vendor since: endpointing_max_delay (its last words may be on their way)', async () => {
+    const h = await greeted();
+    const speaking = h.caller.say('I want to book a table', { final: false, interims: false });
+    await h.advance(200);
+    h.stt.final('I want to', false);
+    await speaking;
+    const endAt = h.now();
+    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
+    expect(h.now() - endAt).toBe(2500);
+    expect(h.messages()[1]).toEqual(['user', 'I want to']);
+  });
+
+  it('a final the vendor marked as the end of speech, while the caller still spoke: endpointing_min_delay after the end', async () => {
+    const h = await greeted();
+    const speaking = h.caller.say('I want to book a table', { final: false, interims: false });
+    await h.advance(200);
+    h.stt.final('I want to book a table', true);
+    await speaking;
+    const endAt = h.now();
+    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
+    expect(h.now() - endAt).toBe(500);
+  });
+
+  it('no final: endpointing_max_delay after the end of speech, with the interim words; the vendor utterance end neither shortens nor restarts it', async () => {
+    const h = await greeted();
+    await h.caller.say('I need help with my booking', { final: false });
+    const endAt = h.now();
     await h.advance(1000);
     h.stt.utteranceEnd();
     await h.advance(1499);
     expect(h.llm.requests).toHaveLength(0);
     await h.advance(1);
     expect(h.llm.requests).toHaveLength(1);
-    expect(h.rel(h.llm.requests[0]!.at) - finalAt).toBe(2500);
+    expect(h.rel(h.llm.requests[0]!.at) - endAt).toBe(2500);
+    // the last interim (the scripted STT gives the last word only with the final)
+    expect(h.messages()[1]).toEqual(['user', 'I need help with my']);
   });
 
-  it('a final without the vendor endpoint (speechFinal false) waits the long delay even when it ends a sentence', async () => {
-    const h = await greeted();
-    await h.caller.say('What time do you open?', { speechFinal: false });
-    const finalAt = h.now();
-    await h.until('the model asked', () => h.llm.requests.length > 0, 5_000);
-    expect(h.now() - finalAt).toBe(2500);
-  });
-
-  it('interim words with no final end the turn endpointing_max_delay after the last words, with those words', async () => {
+  it('words the detector did not hear (interims, no final) end the turn endpointing_max_delay after the last words, with those words', async () => {
     const h = await greeted();
     h.stt.speechStarted();
     await h.advance(200);
@@ -121,6 +165,40 @@ describe('turn latency', () => {
     expect(turn.totalMs).toBe(550);
     expect(turn.providerWaitMs).toBe(550);
     expect(turn.outbound.framesLate).toBe(0);
+  });
+
+  it('a tool call in the turn: the model waits, then the tool, then the model again; the turn closes on the reply\'s first audio', async () => {
+    const h = callHarness({
+      assistant: {
+        first_message: 'Hi.',
+        llm_config: { provider: 'sandbox', tools: [{ name: 'lookup', url: 'http://127.0.0.1:9/tools', parameters: { type: 'object', properties: {} } }] },
+      },
+    });
+    h.notifier.answer = () => ({ result: 'open at nine', delayMs: 100 });
+    h.llm.reply({ calls: [{ name: 'lookup' }], firstTokenMs: 100 }, { text: ['We open at nine.'], firstTokenMs: 200 });
+    h.tts.firstAudioMs = 300;
+    await h.start();
+    await h.until('the greeting', () => h.heard().includes('Hi.'));
+    await h.caller.say('What time do you open?');
+    await h.until('the reply', () => h.heard().includes('We open at nine.'), 5_000);
+    expect(h.latencies).toHaveLength(1);
+    // the first stream's function call (100 ms), the tool (100 ms), the second stream's first
+    // sentence (200 ms: its TTS request), then the TTS (300 ms): all of it waiting on others
+    expect(h.latencies[0]).toMatchObject({ modelFirstTokenMs: 100, modelWaitMs: 400, ttsWaitMs: 300, totalMs: 700, serviceMs: 0 });
+  });
+
+  it('a realtime turn: from the end of the caller\'s speech (the model is asked then) to its first audio, all of it the model\'s', async () => {
+    const h = callHarness({ kind: 'realtime', assistant: { first_message: 'Hi.' } });
+    await h.start();
+    await h.until('the greeting', () => h.heard().includes('Hi.'));
+    h.realtime.firstAudioMs = 250;
+    h.realtime.reply({ text: ['We open at nine.'] });
+    await h.caller.say('What time do you open?');
+    await h.until('the reply', () => h.heard().includes('We open at nine.'), 5_000);
+    expect(h.latencies).toHaveLength(1);
+    const turn = h.latencies[0]!;
+    expect(turn.modelRequestedAt).toBe(turn.endOfTurnAt);
+    expect(turn).toMatchObject({ modelFirstTokenMs: 250, modelWaitMs: 250, ttsWaitMs: 0, totalMs: 250, serviceMs: 0 });
   });
 });
 
@@ -170,26 +248,40 @@ describe('barge-in thresholds', () => {
     expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
   });
 
-  it('interruption_min_words: a sentence said over the line cuts it at its third word; the rest of the line is never heard', async () => {
+  it('interruption_min_words: a sentence said over the line pauses it at interruption_min_duration and cuts it at its third word; the rest of the line is never heard', async () => {
     const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3 });
     const said = 'I would like to book an appointment.';
     const startedAt = await h.caller.say(said);
-    // the interims come word by word across the speech: the third (of seven) is 3/7 of the way
-    // through (309 ms), past interruption_min_duration
-    expect(h.transport.clears.map((t) => h.rel(t) - startedAt)).toEqual([Math.round((3 * h.voice.msOf(said)) / 7)]);
+    // a sound that long pauses the line (the clear) at 300 ms; the interims come word by word
+    // across the speech, and the third (of seven, 309 ms) cuts it: it never resumes
+    expect(h.transport.clears.map((t) => h.rel(t) - startedAt)).toEqual([300]);
     await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 10_000);
     expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
     expect(heardOfLine(h)).toEqual(LONG_LINE.slice(0, heardOfLine(h).length));
     expect(h.transport.clears).toHaveLength(1);
   });
 
-  it('a noise without words pauses the line, which resumes after false_interruption_timeout from the cut sentence, and is heard whole', async () => {
+  it('interruption_min_words 0 (the default): a sound of interruption_min_duration cuts the line at once, words or not; it never resumes and is no turn', async () => {
     const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 1 });
     const noiseAt = await h.caller.noise(500);
     const clearAt = h.transport.clears[0]!;
     expect(h.rel(clearAt) - noiseAt).toBe(300);
+    await h.advance(3_000);
+    expect(h.transport.framesAfter(clearAt)).toEqual([]);
+    expect(h.transport.clears).toHaveLength(1);
+    expect(heardOfLine(h).length).toBeLessThan(LONG_LINE.length);
+    expect(h.llm.requests).toHaveLength(0);
+    // what the caller heard of the line is kept, and nothing of the caller (no words)
+    expect(h.messages()).toEqual([['assistant', heardOfLine(h).join(' ')]]);
+  });
+
+  it('interruption_min_words 1: a noise without words pauses the line, which resumes false_interruption_timeout after the noise ends, from the cut sentence, and is heard whole', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 1, false_interruption_timeout: 1 });
+    const noiseAt = await h.caller.noise(500);
+    const clearAt = h.transport.clears[0]!;
+    expect(h.rel(clearAt) - noiseAt).toBe(300);
     const resumedAt = await h.until('audio again', () => h.transport.framesAfter(clearAt).length > 0, 5_000);
-    expect(resumedAt - h.rel(clearAt)).toBe(1000);
+    expect(resumedAt - (noiseAt + 500)).toBe(1000);
     await h.until('the whole line heard', () => heardOfLine(h).length === LONG_LINE.length, 20_000);
     expect(h.heard()).toEqual(LONG_LINE);
     expect(h.transport.clears).toHaveLength(1);
@@ -201,6 +293,28 @@ describe('barge-in thresholds', () => {
     // kept whole, under the node that said it (`assistant`: the call has no workflow)
     expect(h.record.messages[0]).toMatchObject({ role: 'assistant', content: LONG_LINE.join(' '), node_id: 'assistant' });
     expect(h.llm.requests).toHaveLength(0);
+  });
+
+  it('a sound shorter than interruption_min_duration neither pauses nor stops the line', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 0, false_interruption_timeout: 1 });
+    await h.caller.noise(260);
+    await h.until('the whole line heard', () => heardOfLine(h).length === LONG_LINE.length, 20_000);
+    expect(h.transport.clears).toEqual([]);
+    expect(h.transport.frames.filter((f) => f.cutAt !== null || f.dropped)).toEqual([]);
+    expect(h.heard()).toEqual(LONG_LINE);
+  });
+
+  it('interruption_min_words: a long sound with too few words pauses the line, which resumes when the turn ends; the words are answered after the line', async () => {
+    const h = await longGreeting({ interruption_min_duration: 0.3, interruption_min_words: 3, endpointing_min_delay: 0.3, false_interruption_timeout: 1 });
+    const startedAt = await h.caller.say('Well, hmm.', { ms: 600 });
+    const clearAt = h.transport.clears[0]!;
+    expect(h.rel(clearAt) - startedAt).toBe(300);
+    // two words of three: the turn ends endpointing_min_delay after the speech, and the line goes on then
+    const resumedAt = await h.until('audio again', () => h.transport.framesAfter(clearAt).length > 0, 5_000);
+    expect(resumedAt - (startedAt + 600)).toBe(300);
+    await h.until('the reply heard', () => h.heard().some((t) => t.startsWith('You said')), 20_000);
+    expect(h.transport.clears).toHaveLength(1);
+    expect(h.heard()).toEqual([...LONG_LINE, 'You said: Well, hmm.']);
   });
 
   it('a key press during a pending interruption takes the turn: the line is cut at once', async () => {

@@ -5,7 +5,8 @@
  * ends `pipeline-error-<provider>` with the vendor named in `errors`, its `ended` status update
  * and its report, the carrier leg hung up and the vendor's session closed; a healthy call beside
  * it, on the same fake clock, keeps its frames back to back and finishes its conversation.
- * Over real sockets, one fault per vendor beside a healthy call: test/calls/vendor-faults.test.ts.
+ * Over real sockets, one fault per vendor beside a healthy call: test/calls/vendor-faults.test.ts;
+ * the new STT adapters' own faults reaching a call: test/fast-calls/stt-vendors.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { ProviderError, type ProviderErrorCode } from '../../src/providers/types.js';
@@ -40,6 +41,20 @@ const VENDORS: Vendor[] = [
     fail: async (h, error) => h.stt.fail(error),
   },
   {
+    name: 'OpenAI STT',
+    provider: 'openai-stt',
+    kind: 'pipeline',
+    assistant: { stt_config: { provider: 'openai', model: 'gpt-4o-transcribe' } },
+    fail: async (h, error) => h.stt.fail(error),
+  },
+  {
+    name: 'OpenAI-compatible STT',
+    provider: 'openai-compatible-stt',
+    kind: 'pipeline',
+    assistant: { stt_config: { provider: 'openai-compatible', model: 'whisper-1', base_url: 'http://whisper.example:8000' } },
+    fail: async (h, error) => h.stt.fail(error),
+  },
+  {
     name: 'OpenAI chat completions LLM',
     provider: 'openai',
     kind: 'pipeline',
@@ -49,33 +64,38 @@ const VENDORS: Vendor[] = [
       await h.caller.say('Hello there, can you help me?');
     },
   },
-  {
-    name: 'ElevenLabs TTS',
-    provider: 'elevenlabs',
+  ...(
+    [
+      ['ElevenLabs TTS', 'elevenlabs', { provider: 'elevenlabs', voice_id: 'EXAVITQu4vr4xnSDxMaL' }],
+      ['OpenAI TTS', 'openai-tts', { provider: 'openai', voice_id: 'onyx' }],
+      ['Cartesia TTS', 'cartesia', { provider: 'cartesia', voice_id: 'a0e99841-438c-4a64-b679-ae501e7d6091' }],
+      ['Deepgram Aura TTS', 'deepgram-tts', { provider: 'deepgram', voice_id: 'aura-2-thalia-en' }],
+      ['OpenAI-compatible TTS', 'openai-compatible-tts', { provider: 'openai-compatible', base_url: 'http://127.0.0.1:8880', model: 'kokoro', voice_id: 'af_bella' }],
+    ] as const
+  ).map(([name, provider, tts_config]): Vendor => ({
+    name,
+    // a voice's errors name it apart from its vendor's other kinds (`deepgram-tts`, `openai-tts`)
+    provider,
     kind: 'pipeline',
-    assistant: { tts_config: { provider: 'elevenlabs', voice_id: 'EXAVITQu4vr4xnSDxMaL' } },
+    assistant: { tts_config },
     async fail(h, error) {
       h.tts.failOn = (text) => (text.includes('moment') ? error : null);
       h.llm.reply({ text: 'One moment please.' });
       await h.caller.say('Hello there, can you help me?');
     },
-  },
-  {
-    name: 'OpenAI TTS',
-    provider: 'openai',
-    kind: 'pipeline',
-    assistant: { tts_config: { provider: 'openai', voice_id: 'onyx' } },
-    async fail(h, error) {
-      h.tts.failOn = (text) => (text.includes('moment') ? error : null);
-      h.llm.reply({ text: 'One moment please.' });
-      await h.caller.say('Hello there, can you help me?');
-    },
-  },
+  })),
   {
     name: 'OpenAI Realtime',
     provider: 'openai-realtime',
     kind: 'realtime',
     assistant: { llm_config: { provider: 'openai-realtime', model: 'gpt-realtime-mini' } },
+    fail: async (h, error) => h.realtime.session!.fail(error),
+  },
+  {
+    name: 'Google Gemini Live',
+    provider: 'google-live',
+    kind: 'realtime',
+    assistant: { llm_config: { provider: 'google-live', model: 'gemini-2.5-flash-native-audio-preview-09-2025' } },
     fail: async (h, error) => h.realtime.session!.fail(error),
   },
 ];

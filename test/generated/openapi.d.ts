@@ -28,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database answers */
+        /**
+         * Readiness: the database answers, and the process takes new calls
+         * @description 503 while the database does not answer, and from the moment the process starts draining (SIGTERM: no new calls, the live ones finish within SHUTDOWN_GRACE_SECONDS), so that a load balancer sends new work elsewhere (docs/deploy.md).
+         */
         get: operations["checkReadiness"];
         put?: never;
         post?: never;
@@ -63,7 +66,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a workflow with its full definition */
+        /** Get a workflow with its full definition and its layout */
         get: operations["getWorkflow"];
         put?: never;
         post?: never;
@@ -72,8 +75,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update name, is_active, or replace the definition entirely
-         * @description A new definition applies to the next call; calls in progress finish on the definition they started with.
+         * Update name, is_active or layout, or replace the definition entirely
+         * @description A new definition applies to the next call; calls in progress finish on the definition they started with. `layout` (where the dashboard draws each node) is kept beside the definition and replaced whole; it may name only nodes of the definition (the new one when both are sent). Nothing is written when any part is refused.
          */
         patch: operations["updateWorkflow"];
         trace?: never;
@@ -103,7 +106,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get an assistant */
+        /** Get an assistant, with the warnings a write would give (providers whose key this server lacks) */
         get: operations["getAssistant"];
         put?: never;
         post?: never;
@@ -190,6 +193,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's API keys, oldest first, revoked ones included (never the keys themselves) */
+        get: operations["listKeys"];
+        put?: never;
+        /**
+         * Make a new API key for the organization: the answer is the only place it is ever shown
+         * @description The key works at once. `key.secret` is the key itself (`sk_live_` and 43 characters): keep it now; only its SHA-256 hash is stored, and no other answer shows it.
+         */
+        post: operations["createKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key at once (409 for the organization's last active key)
+         * @description Requests with the key are refused (401) from now on, this request's own key included. A key already revoked, unknown or of another organization is 404. The last active key of the organization cannot be revoked (409 `Conflict`): make another first.
+         */
+        delete: operations["revokeKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/calls/web": {
         parameters: {
             query?: never;
@@ -219,7 +263,7 @@ export interface paths {
         };
         /**
          * The organization's calls, newest first, a page at a time
-         * @description Every call kept in the call log (CALL_RETENTION_DAYS), newest first. Pass `next_cursor` as `cursor` for the next page; it is null on the last page. Filters combine; `since` and `until` bound `created_at`.
+         * @description Every call kept in the call log (CALL_RETENTION_DAYS), newest first. Pass `next_cursor` as `cursor` for the next page; it is null on the last page. Filters combine; `since` and `until` bound `created_at`; `customer` finds the calls whose customer number contains its digits.
          */
         get: operations["listCalls"];
         put?: never;
@@ -245,9 +289,29 @@ export interface paths {
         put?: never;
         /**
          * End a call: queued, ringing or live
-         * @description A queued call leaves the queue and a ringing one is canceled at the carrier (`ended_reason` `canceled`); a live call is hung up by the process that runs it (`api-ended-call`; the answer shows it still live, its status-update `ended` follows). 409 `Call ended` when it is already over.
+         * @description A queued call leaves the queue and a ringing one is canceled at the carrier (`ended_reason` `canceled`); a live call is hung up by the process that runs it (`api-ended-call`; the answer shows it still live, its status-update `ended` follows). 409 `Call ended` when it is already over. 503 when no process took the word within 5 s (withdrawn: nothing was done; try again).
          */
         post: operations["endCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/calls/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's calls over a period: how many, by status and ended reason, mean duration; live calls now
+         * @description The period is [since, until) of `created_at`; by default the last 7 days. `live` counts every call not over now.
+         */
+        get: operations["getCallStats"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -268,6 +332,26 @@ export interface paths {
         get: operations["getCall"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/calls/{id}/control": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Control a live call: say, add a message, go to a node, transfer, end
+         * @description One control for a call `in-progress`, applied by the process that runs it before the answer: `say` (after the line that plays, or at once with `interrupt`), `add-message` (in the model's context from its next turn, not said), `goto` (the workflow moves to the node and says its first_line), `transfer` (cold, or warm as a warm transfer node: the operator dialled, told and joined; not completed, the call goes on in its node), `end` (its `message` said, then `api-ended-call`). What a control says or adds is in the call's messages with `source: "control"`. 409 `Call not live` unless the call is in progress (or while it says its closing line, or while a warm transfer is under way for a `goto` or a warm `transfer`); a node the workflow does not have is 400; 503 when no process took the control within 5 s (nothing was done). docs/control.md.
+         */
+        post: operations["controlCall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -324,6 +408,81 @@ export interface paths {
         };
         /** One chat (kept 24 h after its last message) */
         get: operations["getChat"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/test-suites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's test suites, oldest first (summaries) */
+        get: operations["listTestSuites"];
+        put?: never;
+        /** Create a test suite for an assistant (checked whole: every problem in one 400) */
+        post: operations["createTestSuite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/test-suites/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One test suite with its tests */
+        get: operations["getTestSuite"];
+        put?: never;
+        post?: never;
+        /** Delete a test suite and its runs */
+        delete: operations["deleteTestSuite"];
+        options?: never;
+        head?: never;
+        /** Replace fields of a test suite (tests replaced whole) */
+        patch: operations["updateTestSuite"];
+        trace?: never;
+    };
+    "/test-suites/{id}/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The suite's runs, newest first (the newest 100 are kept) */
+        get: operations["listTestRuns"];
+        put?: never;
+        /**
+         * Run the suite (or the tests named): 202 at once, results as tests finish
+         * @description Tests run in parallel within the server's bounds, each within its timeout_seconds; a test whose vendor hangs fails, the run goes on. Runs send no notifications, no e-mails and no webhooks but the tool-calls of tools that `tool_results` does not answer. Poll GET /test-suites/{id}/runs/{run_id} until status is passed or failed.
+         */
+        post: operations["runTestSuite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/test-suites/{id}/runs/{run_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One run: its status and every test's result */
+        get: operations["getTestRun"];
         put?: never;
         post?: never;
         delete?: never;
@@ -389,6 +548,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/calls/{id}/listen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Listen to a live call: a one-time WebSocket URL
+         * @description The answer's `url` is a WebSocket (a one-time token, valid 60 s) that carries the live call: binary messages of one 20 ms frame each, 16-bit little-endian PCM at 8 kHz, stereo (left the customer, right the assistant or the operator), sent continuously (silence included) so that the number of frames is time; and text messages with the JSON events a web call's browser gets (`message`, `node`, `turn`, `latency`, `ended`). Any number of listeners, on any process of the deployment; a listener cannot speak, and one that does not read is dropped. 409 `Call not live` unless the call is in progress (docs/listen.md).
+         */
+        post: operations["listenToCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -431,6 +610,55 @@ export interface components {
             variables?: {
                 [key: string]: string | number | boolean;
             };
+        };
+        /**
+         * @example {
+         *       "type": "say",
+         *       "text": "A specialist will join you in a moment.",
+         *       "interrupt": false
+         *     }
+         */
+        CallControlInput: {
+            /** @enum {string} */
+            type: "say";
+            /** @description said in the assistant's voice */
+            text: string;
+            /** @description true: said at once, cutting what plays; false (default): after the line that plays */
+            interrupt?: boolean;
+        } | {
+            /** @enum {string} */
+            type: "add-message";
+            /** @enum {string} */
+            role: "system" | "user";
+            /** @description in the model's context from its next turn; not said */
+            content: string;
+        } | {
+            /** @enum {string} */
+            type: "goto";
+            /** @description a node of the call's workflow (`assistant` for a call without one) */
+            node_id: string;
+        } | {
+            /** @enum {string} */
+            type: "transfer";
+            destination: string;
+            /**
+             * @description cold (default): the call moves at once. warm: the operator is dialled, told and joined, as by a warm transfer node
+             * @enum {string}
+             */
+            mode?: "cold" | "warm";
+            /** @description warm only: what the operator hears; `{{summary}}` is the model's summary (default "Incoming transfer: {{summary}}") */
+            operator_message?: string;
+            /** @description warm only: said to the caller while the operator is dialled */
+            hold_message?: string;
+            /** @description warm only: 5 to 120; how long the operator's phone rings (default 30) */
+            ring_timeout_seconds?: number;
+            /** @description warm only: the operator takes the call by pressing 1 (default false) */
+            require_acceptance?: boolean;
+        } | {
+            /** @enum {string} */
+            type: "end";
+            /** @description said first (what plays is cut); then the call ends `api-ended-call` */
+            message?: string;
         };
         /**
          * @example {
@@ -488,6 +716,20 @@ export interface components {
          *           }
          *         ]
          *       },
+         *       "layout": {
+         *         "greeting": {
+         *           "x": 240,
+         *           "y": 60
+         *         },
+         *         "human": {
+         *           "x": 120,
+         *           "y": 200
+         *         },
+         *         "bye": {
+         *           "x": 360,
+         *           "y": 200
+         *         }
+         *       },
          *       "created_at": "2025-06-02T09:14:03.512Z",
          *       "updated_at": "2025-06-02T09:14:03.512Z"
          *     }
@@ -530,11 +772,13 @@ export interface components {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     };
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -556,6 +800,8 @@ export interface components {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     };
                     /** @enum {string} */
                     type: "conversation";
@@ -590,11 +836,13 @@ export interface components {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     };
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -616,6 +864,8 @@ export interface components {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     };
                     /** @enum {string} */
                     type: "tool";
@@ -652,11 +902,13 @@ export interface components {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     };
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -678,10 +930,18 @@ export interface components {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     };
                     /** @enum {string} */
                     type: "transfer";
                     destination: string;
+                    /** @enum {string} */
+                    mode?: "cold" | "warm";
+                    operator_message?: string;
+                    hold_message?: string;
+                    ring_timeout_seconds?: number;
+                    require_acceptance?: boolean;
                 } | {
                     id: string;
                     first_line?: string;
@@ -710,11 +970,13 @@ export interface components {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     };
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -736,6 +998,8 @@ export interface components {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     };
                     /** @enum {string} */
                     type: "end";
@@ -746,6 +1010,13 @@ export interface components {
                     description?: string;
                     message?: string;
                 }[];
+            };
+            /** @description where the dashboard draws each node, by node id: {"<node id>": {"x": number, "y": number}} (the centre, in the editor's units). Not part of the definition: calls never read it. Entries of nodes the definition does not have are refused on write, and dropped when a new definition removes their node */
+            layout: {
+                [key: string]: {
+                    x: number;
+                    y: number;
+                };
             };
             /** @description ISO 8601 UTC timestamp */
             created_at: string;
@@ -911,6 +1182,8 @@ export interface components {
                 filler_words?: boolean;
                 utterance_end_ms?: number;
                 no_delay?: boolean;
+                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                base_url?: string;
             } | null;
             llm_config: {
                 provider: string;
@@ -937,11 +1210,13 @@ export interface components {
                         required?: string[];
                     };
                 }[];
+                builtin_tools?: "press_keys"[];
             } | null;
             tts_config: {
                 provider: string;
                 voice_id?: string;
                 model?: string;
+                base_url?: string;
                 stability?: number;
                 similarity_boost?: number;
                 style?: number;
@@ -954,6 +1229,8 @@ export interface components {
             } | null;
             speech_config: {
                 turn_taking?: {
+                    /** @enum {string} */
+                    vad?: "webrtc" | "silero";
                     endpointing_min_delay?: number;
                     endpointing_max_delay?: number;
                     interruption_min_duration?: number;
@@ -1003,7 +1280,7 @@ export interface components {
             number: string;
             name: string | null;
             /** @enum {string} */
-            provider: "twilio" | "sip";
+            provider: "twilio" | "sip" | "telnyx";
             /** Format: uuid */
             assistant_id: string | null;
             /** Format: uuid */
@@ -1055,9 +1332,160 @@ export interface components {
          *           "caller_id": "+15550100200"
          *         }
          *       },
+         *       "telnyx": {
+         *         "public_key": "eu2zvPjhY6odxV34Z/EsRiERvTodkev4Fq0SlK90Izg=",
+         *         "connection_id": "2811212257810187875",
+         *         "api_key_set": true
+         *       },
          *       "outbound": {
          *         "max_concurrent_calls": 10,
          *         "calls_per_second": 1
+         *       },
+         *       "pricing": {
+         *         "currency": "USD",
+         *         "read_on": "2026-11-27",
+         *         "stt": {
+         *           "deepgram/nova-3": {
+         *             "per_minute": 0.0077
+         *           },
+         *           "deepgram/nova-2": {
+         *             "per_minute": 0.0058
+         *           },
+         *           "openai/gpt-4o-transcribe": {
+         *             "per_minute": 0.006
+         *           },
+         *           "openai/gpt-4o-mini-transcribe": {
+         *             "per_minute": 0.003
+         *           },
+         *           "sandbox/sandbox": {
+         *             "per_minute": 0
+         *           }
+         *         },
+         *         "llm": {
+         *           "openai/gpt-4o": {
+         *             "per_million_input_tokens": 2.5,
+         *             "per_million_output_tokens": 10
+         *           },
+         *           "openai/gpt-4o-mini": {
+         *             "per_million_input_tokens": 0.15,
+         *             "per_million_output_tokens": 0.6
+         *           },
+         *           "openai/gpt-4.1": {
+         *             "per_million_input_tokens": 2,
+         *             "per_million_output_tokens": 8
+         *           },
+         *           "openai/gpt-4.1-mini": {
+         *             "per_million_input_tokens": 0.4,
+         *             "per_million_output_tokens": 1.6
+         *           },
+         *           "openai/gpt-4.1-nano": {
+         *             "per_million_input_tokens": 0.1,
+         *             "per_million_output_tokens": 0.4
+         *           },
+         *           "openai/gpt-5": {
+         *             "per_million_input_tokens": 1.25,
+         *             "per_million_output_tokens": 10
+         *           },
+         *           "openai/gpt-5-mini": {
+         *             "per_million_input_tokens": 0.25,
+         *             "per_million_output_tokens": 2
+         *           },
+         *           "openai/gpt-5-nano": {
+         *             "per_million_input_tokens": 0.05,
+         *             "per_million_output_tokens": 0.4
+         *           },
+         *           "anthropic/claude-opus-4-5": {
+         *             "per_million_input_tokens": 5,
+         *             "per_million_output_tokens": 25
+         *           },
+         *           "anthropic/claude-sonnet-4-5": {
+         *             "per_million_input_tokens": 3,
+         *             "per_million_output_tokens": 15
+         *           },
+         *           "anthropic/claude-haiku-4-5": {
+         *             "per_million_input_tokens": 1,
+         *             "per_million_output_tokens": 5
+         *           },
+         *           "google/gemini-2.5-pro": {
+         *             "per_million_input_tokens": 1.25,
+         *             "per_million_output_tokens": 10
+         *           },
+         *           "google/gemini-2.5-flash": {
+         *             "per_million_input_tokens": 0.3,
+         *             "per_million_output_tokens": 2.5
+         *           },
+         *           "google/gemini-2.5-flash-lite": {
+         *             "per_million_input_tokens": 0.1,
+         *             "per_million_output_tokens": 0.4
+         *           },
+         *           "sandbox/sandbox": {
+         *             "per_million_input_tokens": 0,
+         *             "per_million_output_tokens": 0
+         *           }
+         *         },
+         *         "tts": {
+         *           "elevenlabs/eleven_flash_v2_5": {
+         *             "per_million_characters": 50
+         *           },
+         *           "elevenlabs/eleven_turbo_v2_5": {
+         *             "per_million_characters": 50
+         *           },
+         *           "elevenlabs/eleven_flash_v2": {
+         *             "per_million_characters": 50
+         *           },
+         *           "elevenlabs/eleven_turbo_v2": {
+         *             "per_million_characters": 50
+         *           },
+         *           "elevenlabs/eleven_multilingual_v2": {
+         *             "per_million_characters": 100
+         *           },
+         *           "openai/tts-1": {
+         *             "per_million_characters": 15
+         *           },
+         *           "openai/tts-1-hd": {
+         *             "per_million_characters": 30
+         *           },
+         *           "openai/gpt-4o-mini-tts": {
+         *             "per_million_characters": 15
+         *           },
+         *           "deepgram/aura-2": {
+         *             "per_million_characters": 30
+         *           },
+         *           "sandbox/sandbox": {
+         *             "per_million_characters": 0
+         *           }
+         *         },
+         *         "realtime": {
+         *           "openai-realtime/gpt-realtime": {
+         *             "per_minute_input_audio": 0.032,
+         *             "per_minute_output_audio": 0.064
+         *           },
+         *           "openai-realtime/gpt-realtime-mini": {
+         *             "per_minute_input_audio": 0.01,
+         *             "per_minute_output_audio": 0.02
+         *           },
+         *           "sandbox-realtime/sandbox": {
+         *             "per_minute_input_audio": 0,
+         *             "per_minute_output_audio": 0
+         *           }
+         *         },
+         *         "carrier": {
+         *           "twilio/inbound": {
+         *             "per_minute": 0.0085
+         *           },
+         *           "twilio/outbound": {
+         *             "per_minute": 0.014
+         *           },
+         *           "sip/inbound": {
+         *             "per_minute": 0
+         *           },
+         *           "sip/outbound": {
+         *             "per_minute": 0
+         *           },
+         *           "web/inbound": {
+         *             "per_minute": 0
+         *           }
+         *         }
          *       }
          *     }
          */
@@ -1091,15 +1519,80 @@ export interface components {
                     caller_id: string | null;
                 } | null;
             };
+            /** @description Telnyx Call Control (DECISIONS 18); the API key is never shown */
+            telnyx: {
+                public_key: string;
+                connection_id: string;
+                api_key_set: boolean;
+            } | null;
             /** @description outbound dialling limits, defaults filled in */
             outbound: {
                 max_concurrent_calls: number;
                 calls_per_second: number;
             };
+            /** @description the prices calls' cost is computed at: the shipped table, with the date its prices were read, the organization's own applied */
+            pricing: {
+                /** @enum {string} */
+                currency: "USD";
+                /** @description when the shipped prices were read from the vendors' public pages */
+                read_on: string;
+                stt: {
+                    [key: string]: {
+                        per_minute: number;
+                    };
+                };
+                llm: {
+                    [key: string]: {
+                        per_million_input_tokens: number;
+                        per_million_output_tokens: number;
+                    };
+                };
+                tts: {
+                    [key: string]: {
+                        per_million_characters: number;
+                    };
+                };
+                realtime: {
+                    [key: string]: {
+                        per_minute_input_audio: number;
+                        per_minute_output_audio: number;
+                    };
+                };
+                carrier: {
+                    [key: string]: {
+                        per_minute: number;
+                    };
+                };
+            };
+        };
+        /**
+         * @example {
+         *       "id": "6b1e9d3f-4c8a-4f27-b0e5-2a7d9c3e1f48",
+         *       "name": "CRM integration",
+         *       "prefix": "sk_live_Q3vX9aLm",
+         *       "created_at": "2025-06-02T09:14:03.512Z",
+         *       "revoked_at": null,
+         *       "current": false
+         *     }
+         */
+        ApiKey: {
+            /** Format: uuid */
+            id: string;
+            /** @description what the key is for, as given when it was made; null for keys made by `npm run keys` or the first start */
+            name: string | null;
+            /** @description the first 16 characters of the key (sk_live_ and 8 more), to recognise it; the key itself is never shown again */
+            prefix: string;
+            /** @description ISO 8601 UTC timestamp */
+            created_at: string;
+            /** @description when it was revoked; null while it works */
+            revoked_at: string | null;
+            /** @description true for the key this request was made with */
+            current: boolean;
         };
         /**
          * @example {
          *       "id": "d81f5c2a-3e9b-4a70-b6d4-7c2e1a9f0b58",
+         *       "type": "chat",
          *       "status": "active",
          *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
          *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
@@ -1140,6 +1633,11 @@ export interface components {
         Chat: {
             /** Format: uuid */
             id: string;
+            /**
+             * @description test_chat: a chat a test suite ran (docs/test-suites.md)
+             * @enum {string}
+             */
+            type: "chat" | "test_chat";
             /** @enum {string} */
             status: "active" | "ended";
             /** Format: uuid */
@@ -1178,6 +1676,23 @@ export interface components {
             created_at: string;
             /** @description ISO 8601 UTC timestamp */
             updated_at: string;
+        };
+        CallTransfer: {
+            /** @enum {string} */
+            mode: "cold" | "warm";
+            /** @description E.164 */
+            destination: string;
+            /**
+             * @description null while a warm transfer is under way; a cold transfer the carrier took is completed
+             * @enum {string|null}
+             */
+            result: "completed" | "no-answer" | "busy" | "declined" | "failed" | null;
+            /** @description warm: the model's summary the operator heard ({{summary}}); null for a cold transfer, and with gdpr_mode once the call is over */
+            summary: string | null;
+            /** @description warm: when the operator answered */
+            operator_answered_at: string | null;
+            /** @description warm: when the caller and the operator were joined */
+            joined_at: string | null;
         };
         /**
          * @example {
@@ -1233,17 +1748,122 @@ export interface components {
          *       "ended_reason": "assistant-ended-call",
          *       "errors": [],
          *       "structured_data": null,
-         *       "recording_url": null
+         *       "variables": {},
+         *       "recording_url": null,
+         *       "transfer": null,
+         *       "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+         *       "turns": [
+         *         {
+         *           "node_id": "greeting",
+         *           "at": "2025-06-02T09:14:10.420Z",
+         *           "latency": {
+         *             "stt": 180.5,
+         *             "endpointing": 500.2,
+         *             "llm_first_token": 310.4,
+         *             "tts_first_audio": 140.8,
+         *             "service": 2.1,
+         *             "total": 612.3
+         *           }
+         *         }
+         *       ],
+         *       "turn_latency": {
+         *         "p50": 612.3,
+         *         "p95": 612.3
+         *       },
+         *       "usage": {
+         *         "stt": [
+         *           {
+         *             "provider": "deepgram",
+         *             "model": "nova-3",
+         *             "seconds": 9.88
+         *           }
+         *         ],
+         *         "llm": [
+         *           {
+         *             "provider": "openai",
+         *             "model": "gpt-4o-mini",
+         *             "input_tokens": 412,
+         *             "output_tokens": 18
+         *           }
+         *         ],
+         *         "tts": [
+         *           {
+         *             "provider": "elevenlabs",
+         *             "model": "eleven_flash_v2_5",
+         *             "characters": 64
+         *           }
+         *         ],
+         *         "realtime": [],
+         *         "carrier": [
+         *           {
+         *             "provider": "twilio",
+         *             "direction": "inbound",
+         *             "minutes": 0.1647
+         *           }
+         *         ]
+         *       },
+         *       "cost": {
+         *         "currency": "USD",
+         *         "total": 0.005941,
+         *         "breakdown": [
+         *           {
+         *             "kind": "stt",
+         *             "provider": "deepgram",
+         *             "model": "nova-3",
+         *             "quantity": 0.164666667,
+         *             "unit": "minute",
+         *             "unit_price": 0.0077,
+         *             "amount": 0.001268
+         *           },
+         *           {
+         *             "kind": "llm",
+         *             "provider": "openai",
+         *             "model": "gpt-4o-mini",
+         *             "quantity": 0.000412,
+         *             "unit": "million_input_tokens",
+         *             "unit_price": 0.15,
+         *             "amount": 0.000062
+         *           },
+         *           {
+         *             "kind": "llm",
+         *             "provider": "openai",
+         *             "model": "gpt-4o-mini",
+         *             "quantity": 0.000018,
+         *             "unit": "million_output_tokens",
+         *             "unit_price": 0.6,
+         *             "amount": 0.000011
+         *           },
+         *           {
+         *             "kind": "tts",
+         *             "provider": "elevenlabs",
+         *             "model": "eleven_flash_v2_5",
+         *             "quantity": 0.000064,
+         *             "unit": "million_characters",
+         *             "unit_price": 50,
+         *             "amount": 0.0032
+         *           },
+         *           {
+         *             "kind": "carrier",
+         *             "provider": "twilio",
+         *             "model": "inbound",
+         *             "quantity": 0.1647,
+         *             "unit": "minute",
+         *             "unit_price": 0.0085,
+         *             "amount": 0.0014
+         *           }
+         *         ],
+         *         "prices_read_on": "2026-11-27"
+         *       }
          *     }
          */
         Call: {
             /** Format: uuid */
             id: string;
             /** @enum {string} */
-            type: "inbound_phone_call" | "outbound_phone_call" | "web_call";
+            type: "inbound_phone_call" | "outbound_phone_call" | "web_call" | "test_call";
             /** @enum {string} */
             status: "queued" | "ringing" | "in-progress" | "forwarding" | "ended";
-            /** @description what carries the call: twilio, sip (a SIP trunk), or web (a browser) */
+            /** @description what carries the call: twilio (Twilio), sip (SIP), web (Web calls), telnyx (Telnyx) (docs/carriers.md) */
             transport: string;
             /** @description null for a web call */
             phone_number: {
@@ -1279,6 +1899,11 @@ export interface components {
                 time: string;
                 seconds_from_start: number;
                 node_id: string | null;
+                /**
+                 * @description "control": a live control said (assistant) or added (system, user) it (POST /calls/{id}/control); absent otherwise
+                 * @enum {string}
+                 */
+                source?: "control";
             }[];
             /** @description ISO 8601 UTC timestamp */
             created_at: string;
@@ -1293,6 +1918,511 @@ export interface components {
             structured_data: unknown;
             /** @description GET /calls/{id}/recording, once the call ended recorded (its assistant has recording_consent.enabled and not gdpr_mode); the recording itself is kept RECORDING_RETENTION_DAYS. null when the call was not recorded */
             recording_url: string | null;
+            /** @description the {{variables}} given for the call (POST /calls, POST /calls/web, an assistant-request answer), as given; {} with gdpr_mode */
+            variables: {
+                [key: string]: string | number | boolean;
+            };
+            /** @description the call's transfer, cold or warm (docs/transfers.md); null when it had none */
+            transfer: components["schemas"]["CallTransfer"];
+            /** @description the call's OpenTelemetry trace id (32 hex digits); null when tracing is off or before the call ended */
+            trace_id: string | null;
+            /** @description each caller turn's latency split; empty until the call ended */
+            turns: {
+                node_id: string | null;
+                /** @description when the caller's turn ended (ISO 8601) */
+                at: string;
+                latency: {
+                    /** @description the end of the caller's speech (by the STT's word timings) to its final transcript (ms); null where the call cannot know it */
+                    stt: number | null;
+                    /** @description the final transcript to the end of the turn (the configured wait) (ms); null where the call cannot know it */
+                    endpointing: number | null;
+                    /** @description the model's request to its first token (ms); null where the call cannot know it */
+                    llm_first_token: number | null;
+                    /** @description the turn's first TTS request to its first audio (ms); null where the call cannot know it */
+                    tts_first_audio: number | null;
+                    /** @description Switchboard's own share of total: everything but waiting for providers (ms) */
+                    service: number;
+                    /** @description the end of the caller's turn to the reply's first audio frame (ms) */
+                    total: number;
+                };
+            }[];
+            /** @description p50 and p95 of the turns' totals (ms) */
+            turn_latency: {
+                p50: number;
+                p95: number;
+            } | null;
+            /** @description what the call used, by provider and model; null until it ended */
+            usage: {
+                stt: {
+                    provider: string;
+                    model: string | null;
+                    /** @description caller audio sent to the model */
+                    seconds: number;
+                }[];
+                llm: {
+                    provider: string;
+                    model: string | null;
+                    input_tokens: number;
+                    output_tokens: number;
+                }[];
+                tts: {
+                    provider: string;
+                    model: string | null;
+                    characters: number;
+                }[];
+                realtime: {
+                    provider: string;
+                    model: string | null;
+                    input_audio_seconds: number;
+                    output_audio_seconds: number;
+                }[];
+                carrier: {
+                    /** @description twilio, sip or web */
+                    provider: string;
+                    /** @enum {string} */
+                    direction: "inbound" | "outbound";
+                    minutes: number;
+                }[];
+            } | null;
+            /** @description what the call cost at the organization's prices (GET /account pricing); null until it ended */
+            cost: {
+                /** @enum {string} */
+                currency: "USD";
+                total: number;
+                breakdown: {
+                    /** @enum {string} */
+                    kind: "stt" | "llm" | "tts" | "realtime" | "carrier";
+                    provider: string;
+                    /** @description the model; for a carrier, the direction */
+                    model: string | null;
+                    quantity: number;
+                    /** @description minute, million_input_tokens, million_output_tokens, million_characters, minute_input_audio, minute_output_audio */
+                    unit: string;
+                    /** @description null: no price for it in the table (it counts nothing in total) */
+                    unit_price: number | null;
+                    amount: number;
+                }[];
+                /** @description when the shipped prices were read from the vendors */
+                prices_read_on: string;
+            } | null;
+        };
+        /**
+         * @example {
+         *       "since": "2025-06-01T00:00:00.000Z",
+         *       "until": "2025-06-08T00:00:00.000Z",
+         *       "calls": 412,
+         *       "by_status": {
+         *         "ended": 409,
+         *         "in-progress": 3
+         *       },
+         *       "by_ended_reason": {
+         *         "customer-ended-call": 301,
+         *         "assistant-ended-call": 88,
+         *         "call-transferred": 17,
+         *         "silence-timed-out": 3
+         *       },
+         *       "mean_duration_seconds": 94.6,
+         *       "live": 3,
+         *       "turn_latency_ms": {
+         *         "p50": 612,
+         *         "p95": 1180,
+         *         "turns": 2893
+         *       }
+         *     }
+         */
+        CallStats: {
+            /** @description ISO 8601 UTC timestamp */
+            since: string;
+            /** @description ISO 8601 UTC timestamp */
+            until: string;
+            /** @description calls created in the period */
+            calls: number;
+            /** @description the period's calls by status */
+            by_status: {
+                [key: string]: number;
+            };
+            /** @description the period's ended calls by ended_reason */
+            by_ended_reason: {
+                [key: string]: number;
+            };
+            /** @description mean of ended_at − started_at over the calls that have both; null when none has */
+            mean_duration_seconds: number | null;
+            /** @description calls ringing, in progress or being forwarded now, whenever they were created */
+            live: number;
+            /** @description p50 and p95 (nearest rank) of the totals of every caller turn of the period's ended calls (each call's turns); null without any */
+            turn_latency_ms: {
+                p50: number;
+                p95: number;
+                turns: number;
+            } | null;
+        };
+        /**
+         * @example {
+         *       "id": "0b6e2f47-1c9d-4a83-b5e2-7d4f9a1c3e60",
+         *       "name": "Front desk regressions",
+         *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
+         *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
+         *       "llm_config": null,
+         *       "tests": [
+         *         {
+         *           "name": "asks for a person",
+         *           "mode": "chat",
+         *           "script": [
+         *             {
+         *               "expect_node": "greeting"
+         *             },
+         *             {
+         *               "say": "Can I talk to a person please?",
+         *               "expect_node": "human",
+         *               "expect_status": "ended",
+         *               "expect_ended_reason": "call-transferred"
+         *             }
+         *           ]
+         *         },
+         *         {
+         *           "name": "a caller who is done",
+         *           "mode": "chat",
+         *           "caller": {
+         *             "persona": "A busy patient who speaks briefly.",
+         *             "goal": "Say that you are done for today.",
+         *             "max_turns": 3
+         *           },
+         *           "expect": {
+         *             "ended_reason": "assistant-ended-call",
+         *             "nodes_visited": [
+         *               "greeting",
+         *               "bye"
+         *             ]
+         *           },
+         *           "judge": {
+         *             "rubric": "The assistant must say \"goodbye\" and must never say \"invoice\"."
+         *           }
+         *         }
+         *       ],
+         *       "created_at": "2025-06-02T09:14:03.512Z",
+         *       "updated_at": "2025-06-02T09:14:03.512Z"
+         *     }
+         */
+        TestSuite: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            assistant_id: string;
+            /** Format: uuid */
+            workflow_id: string | null;
+            /** @description the model of simulated callers and judges; null: the assistant's own */
+            llm_config: {
+                provider: string;
+                model?: string;
+                url?: string;
+                max_completion_tokens?: number;
+                temperature?: number;
+                messages?: {
+                    /** @enum {string} */
+                    role: "system" | "user" | "assistant";
+                    content: string;
+                }[];
+                tools?: {
+                    name: string;
+                    description?: string;
+                    url?: string;
+                    async?: boolean;
+                    parameters?: {
+                        /** @enum {string} */
+                        type: "object";
+                        properties?: {
+                            [key: string]: unknown;
+                        };
+                        required?: string[];
+                    };
+                }[];
+                builtin_tools?: "press_keys"[];
+            } | null;
+            /** @description as given, defaults filled in (mode, max_turns) */
+            tests: {
+                /** @description unique within the suite */
+                name: string;
+                /**
+                 * @description chat: a text chat driven turn by turn; voice: a real call path (the simulated caller speaks and hears)
+                 * @default chat
+                 * @enum {string}
+                 */
+                mode: "chat" | "voice";
+                /** @description values for {{name}} placeholders in what the assistant says and is told (DECISIONS 12, docs/variables.md): at most 100; names 1 to 64 of A-Z, a-z, 0-9, _, . and - (not starting with a digit, . or -); values a string of at most 2,000 characters, a number or a boolean (said as written: 42, true). They win over built-ins of the same name (business_name, customer.number, customer.name, phone_number.number, call.id, call.type, now, today). */
+                variables?: {
+                    [key: string]: string | number | boolean;
+                };
+                /** @description tool name → its result: the tool answers from here and its URL is never called (hermetic tests); tools not named here are called as in a chat */
+                tool_results?: {
+                    [key: string]: unknown;
+                };
+                /** @description steps run in order; the first unmet expectation fails the test */
+                script?: {
+                    /** @description the customer's message (a voice test speaks it); a step without `say` checks the conversation as it is (the first: the opening lines) */
+                    say?: string;
+                    /** @description the current node after the step */
+                    expect_node?: string;
+                    /** @description words in the assistant's reply to this step (any case); in a voice test, what the caller heard */
+                    expect_reply_contains?: string | string[];
+                    /** @description tools called during this step (a tool node, or one of the model's tools) */
+                    expect_tool_call?: string | string[];
+                    /**
+                     * @description whether the conversation goes on after the step
+                     * @enum {string}
+                     */
+                    expect_status?: "active" | "ended";
+                    /** @description how it ended, e.g. assistant-ended-call */
+                    expect_ended_reason?: string;
+                }[];
+                /** @description a simulated caller: the suite's model plays the persona toward the goal */
+                caller?: {
+                    /** @description who the caller is and how they talk */
+                    persona: string;
+                    /** @description what the caller wants; the simulated caller hangs up once it is reached (or cannot be) */
+                    goal: string;
+                    /**
+                     * @description the most the caller says (1 to 50, default 10)
+                     * @default 10
+                     */
+                    max_turns: number;
+                };
+                /** @description the end state, checked once the conversation is over */
+                expect?: {
+                    /** @description how the conversation ended (null while it goes on fails this) */
+                    ended_reason?: string;
+                    /** @description nodes visited in this order, as a subsequence (others may come between) */
+                    nodes_visited?: string[];
+                    /** @description tools called in this order, as a subsequence, each with a subset of its arguments */
+                    tool_calls?: {
+                        name: string;
+                        /** @description a subset of the arguments the call had (deep equality of each one given) */
+                        arguments?: {
+                            [key: string]: unknown;
+                        };
+                    }[];
+                    /** @description regular expressions (JavaScript syntax, any case, ^ and $ at line ends) each matching the transcript ("Assistant: …" and "Caller: …" lines) */
+                    transcript_matches?: string | string[];
+                    /** @description a subset of what the assistant's analysis plan extracts from the conversation */
+                    structured_data?: {
+                        [key: string]: unknown;
+                    };
+                };
+                judge?: {
+                    /** @description what the conversation must show; the suite's model reads the transcript against it and says pass or fail, with its reason */
+                    rubric: string;
+                };
+                /** @description the test fails when it has not finished in this time (default 60 s for chat, 120 s for voice; at most 600) */
+                timeout_seconds?: number;
+            }[];
+            /** @description ISO 8601 UTC timestamp */
+            created_at: string;
+            /** @description ISO 8601 UTC timestamp */
+            updated_at: string;
+        };
+        /**
+         * @example {
+         *       "id": "0b6e2f47-1c9d-4a83-b5e2-7d4f9a1c3e60",
+         *       "name": "Front desk regressions",
+         *       "assistant_id": "9b2d4e61-0c7f-4a3b-8e19-6d5a2c4f8b31",
+         *       "workflow_id": "5f0c9a3e-8a41-4b7e-9a55-2f1d3c6b7e10",
+         *       "test_count": 2,
+         *       "created_at": "2025-06-02T09:14:03.512Z",
+         *       "updated_at": "2025-06-02T09:14:03.512Z"
+         *     }
+         */
+        TestSuiteSummary: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            assistant_id: string;
+            /** Format: uuid */
+            workflow_id: string | null;
+            test_count: number;
+            /** @description ISO 8601 UTC timestamp */
+            created_at: string;
+            /** @description ISO 8601 UTC timestamp */
+            updated_at: string;
+        };
+        /**
+         * @example {
+         *       "id": "e3c7a915-2b4f-4d08-9e61-5a8f0c2d7b34",
+         *       "suite_id": "0b6e2f47-1c9d-4a83-b5e2-7d4f9a1c3e60",
+         *       "status": "failed",
+         *       "summary": {
+         *         "total": 2,
+         *         "passed": 1,
+         *         "failed": 1,
+         *         "running": 0,
+         *         "pending": 0
+         *       },
+         *       "results": [
+         *         {
+         *           "name": "asks for a person",
+         *           "mode": "chat",
+         *           "status": "passed",
+         *           "passed": true,
+         *           "failure": null,
+         *           "chat_id": "d81f5c2a-3e9b-4a70-b6d4-7c2e1a9f0b58",
+         *           "call_id": null,
+         *           "transcript": [
+         *             {
+         *               "role": "assistant",
+         *               "content": "Hello, Acme Dental! How can I help?",
+         *               "node_id": "greeting"
+         *             },
+         *             {
+         *               "role": "user",
+         *               "content": "Can I talk to a person please?",
+         *               "node_id": "greeting"
+         *             },
+         *             {
+         *               "role": "assistant",
+         *               "content": "Let me put you through.",
+         *               "node_id": "human"
+         *             }
+         *           ],
+         *           "nodes_visited": [
+         *             "greeting",
+         *             "human"
+         *           ],
+         *           "tool_calls": [],
+         *           "ended_reason": "call-transferred",
+         *           "judge": null,
+         *           "structured_data": null,
+         *           "errors": [],
+         *           "caller_turns": 1,
+         *           "started_at": "2025-06-02T09:30:00.114Z",
+         *           "duration_ms": 41
+         *         },
+         *         {
+         *           "name": "a caller who is done",
+         *           "mode": "chat",
+         *           "status": "failed",
+         *           "passed": false,
+         *           "failure": "expect.ended_reason: ended_reason is \"customer-ended-call\", expected \"assistant-ended-call\"",
+         *           "chat_id": "7a2c9e41-5f3b-4d86-a0e7-2b8d6c1f4e95",
+         *           "call_id": null,
+         *           "transcript": [
+         *             {
+         *               "role": "assistant",
+         *               "content": "Hello, Acme Dental! How can I help?",
+         *               "node_id": "greeting"
+         *             },
+         *             {
+         *               "role": "user",
+         *               "content": "Say that you are done for today.",
+         *               "node_id": "greeting"
+         *             },
+         *             {
+         *               "role": "assistant",
+         *               "content": "Okay, I understand: Say that you are done for today.",
+         *               "node_id": "greeting"
+         *             }
+         *           ],
+         *           "nodes_visited": [
+         *             "greeting"
+         *           ],
+         *           "tool_calls": [],
+         *           "ended_reason": "customer-ended-call",
+         *           "judge": {
+         *             "passed": false,
+         *             "reason": "the transcript does not contain \"goodbye\""
+         *           },
+         *           "structured_data": null,
+         *           "errors": [],
+         *           "caller_turns": 1,
+         *           "started_at": "2025-06-02T09:30:00.115Z",
+         *           "duration_ms": 63
+         *         }
+         *       ],
+         *       "created_at": "2025-06-02T09:30:00.102Z",
+         *       "ended_at": "2025-06-02T09:30:00.181Z",
+         *       "duration_ms": 79
+         *     }
+         */
+        TestRun: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            suite_id: string;
+            /** @enum {string} */
+            status: "running" | "passed" | "failed";
+            summary: {
+                total: number;
+                passed: number;
+                failed: number;
+                running: number;
+                pending: number;
+            };
+            /** @description one per test run, in the suite's order */
+            results: {
+                name: string;
+                /** @enum {string} */
+                mode: "chat" | "voice";
+                /** @enum {string} */
+                status: "pending" | "running" | "passed" | "failed";
+                /** @description null until the test has finished */
+                passed: boolean | null;
+                /** @description the first failed expectation, path first (script[2].expect_node: …, expect.tool_calls[0]: …, judge: …, timeout_seconds: …) */
+                failure: string | null;
+                /**
+                 * Format: uuid
+                 * @description chat mode: the test_chat it ran (GET /chats/{id}, kept 24 h)
+                 */
+                chat_id: string | null;
+                /**
+                 * Format: uuid
+                 * @description voice mode: the test_call it ran (GET /calls/{id})
+                 */
+                call_id: string | null;
+                transcript: {
+                    /**
+                     * @description user: the customer side (in a voice test, what the assistant heard)
+                     * @enum {string}
+                     */
+                    role: "assistant" | "user" | "tool";
+                    content: string;
+                    node_id: string | null;
+                    tool_name?: string;
+                }[];
+                nodes_visited: string[];
+                tool_calls: {
+                    name: string;
+                    arguments: {
+                        [key: string]: unknown;
+                    };
+                    /** @description the tool node that called it; null for the model's own tools */
+                    node_id: string | null;
+                    /**
+                     * @description tool_results: the test answered and no URL was called; url: the tool-calls exchange
+                     * @enum {string}
+                     */
+                    answered_by: "tool_results" | "url";
+                    result?: unknown;
+                    error?: string;
+                }[];
+                /** @description null when the conversation had not ended */
+                ended_reason: string | null;
+                judge: {
+                    passed: boolean;
+                    reason: string;
+                } | null;
+                /** @description what the analysis plan extracted, when the test expects structured data */
+                structured_data: unknown;
+                errors: components["schemas"]["CallError"][];
+                /** @description what the customer side said: script steps with say, or the simulated caller's lines */
+                caller_turns: number;
+                /** @description ISO 8601 UTC timestamp */
+                started_at: string | null;
+                duration_ms: number | null;
+            }[];
+            /** @description ISO 8601 UTC timestamp */
+            created_at: string;
+            /** @description ISO 8601 UTC timestamp */
+            ended_at: string | null;
+            duration_ms: number | null;
         };
         /**
          * @example {
@@ -1330,6 +2460,44 @@ export interface components {
             duration_ms: number;
             next_retry_at: string | null;
             created_at: string;
+        };
+        /**
+         * @example {
+         *       "encoding": "pcm16",
+         *       "byte_order": "little-endian",
+         *       "sample_rate": 8000,
+         *       "channels": 2,
+         *       "channel_layout": {
+         *         "left": "customer",
+         *         "right": "assistant"
+         *       },
+         *       "frame_ms": 20,
+         *       "frame_bytes": 640
+         *     }
+         */
+        ListenFormat: {
+            /** @enum {string} */
+            encoding: "pcm16";
+            /** @enum {string} */
+            byte_order: "little-endian";
+            /** @enum {number} */
+            sample_rate: 8000;
+            /** @enum {number} */
+            channels: 2;
+            /** @description right: the assistant, or the operator once a transfer joined them */
+            channel_layout: {
+                /** @enum {string} */
+                left: "customer";
+                /** @enum {string} */
+                right: "assistant";
+            };
+            /** @enum {number} */
+            frame_ms: 20;
+            /**
+             * @description each binary message is one frame: 160 samples per channel, interleaved left, right
+             * @enum {number}
+             */
+            frame_bytes: 640;
         };
     };
     responses: never;
@@ -1508,11 +2676,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -1534,6 +2704,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "conversation";
@@ -1568,11 +2740,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -1594,6 +2768,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "tool";
@@ -1630,11 +2806,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -1656,10 +2834,18 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "transfer";
                             destination: string;
+                            /** @enum {string} */
+                            mode?: "cold" | "warm";
+                            operator_message?: string;
+                            hold_message?: string;
+                            ring_timeout_seconds?: number;
+                            require_acceptance?: boolean;
                         } | {
                             id: string;
                             first_line?: string;
@@ -1688,11 +2874,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -1714,6 +2902,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "end";
@@ -1726,6 +2916,13 @@ export interface operations {
                         }[];
                     };
                     is_active?: boolean;
+                    /** @description where the dashboard draws each node, by node id: {"<node id>": {"x": number, "y": number}} (the centre, in the editor's units). Not part of the definition: calls never read it. Entries of nodes the definition does not have are refused on write, and dropped when a new definition removes their node */
+                    layout?: {
+                        [key: string]: {
+                            x: number;
+                            y: number;
+                        };
+                    };
                 };
             };
         };
@@ -2042,11 +3239,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -2068,6 +3267,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "conversation";
@@ -2102,11 +3303,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -2128,6 +3331,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "tool";
@@ -2164,11 +3369,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -2190,10 +3397,18 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "transfer";
                             destination: string;
+                            /** @enum {string} */
+                            mode?: "cold" | "warm";
+                            operator_message?: string;
+                            hold_message?: string;
+                            ring_timeout_seconds?: number;
+                            require_acceptance?: boolean;
                         } | {
                             id: string;
                             first_line?: string;
@@ -2222,11 +3437,13 @@ export interface operations {
                                         required?: string[];
                                     };
                                 }[];
+                                builtin_tools?: "press_keys"[];
                             };
                             tts_config?: {
                                 provider: string;
                                 voice_id?: string;
                                 model?: string;
+                                base_url?: string;
                                 stability?: number;
                                 similarity_boost?: number;
                                 style?: number;
@@ -2248,6 +3465,8 @@ export interface operations {
                                 filler_words?: boolean;
                                 utterance_end_ms?: number;
                                 no_delay?: boolean;
+                                /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                                base_url?: string;
                             };
                             /** @enum {string} */
                             type: "end";
@@ -2260,6 +3479,13 @@ export interface operations {
                         }[];
                     };
                     is_active?: boolean;
+                    /** @description replaces the whole layout; nodes left out are drawn where the dashboard places them */
+                    layout?: {
+                        [key: string]: {
+                            x: number;
+                            y: number;
+                        };
+                    };
                 };
             };
         };
@@ -2484,6 +3710,8 @@ export interface operations {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     };
                     llm_config?: {
                         provider: string;
@@ -2510,11 +3738,13 @@ export interface operations {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     };
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -2527,6 +3757,8 @@ export interface operations {
                     };
                     speech_config?: {
                         turn_taking?: {
+                            /** @enum {string} */
+                            vad?: "webrtc" | "silero";
                             endpointing_min_delay?: number;
                             endpointing_max_delay?: number;
                             interruption_min_duration?: number;
@@ -2564,7 +3796,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         assistant: components["schemas"]["Assistant"];
-                        /** @description Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
+                        /** @description Providers this assistant needs whose key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, DEEPGRAM_API_KEY, ELEVENLABS_API_KEY, CARTESIA_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
                         warnings: string[];
                     };
                 };
@@ -2655,6 +3887,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         assistant: components["schemas"]["Assistant"];
+                        /** @description Providers this assistant needs whose key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, DEEPGRAM_API_KEY, ELEVENLABS_API_KEY, CARTESIA_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
+                        warnings: string[];
                     };
                 };
             };
@@ -2880,6 +4114,8 @@ export interface operations {
                         filler_words?: boolean;
                         utterance_end_ms?: number;
                         no_delay?: boolean;
+                        /** @description the server's base URL (provider openai-compatible): `/v1/audio/...` is added to it, `/v1` only when it does not end in it */
+                        base_url?: string;
                     } | null;
                     llm_config?: {
                         provider: string;
@@ -2906,11 +4142,13 @@ export interface operations {
                                 required?: string[];
                             };
                         }[];
+                        builtin_tools?: "press_keys"[];
                     } | null;
                     tts_config?: {
                         provider: string;
                         voice_id?: string;
                         model?: string;
+                        base_url?: string;
                         stability?: number;
                         similarity_boost?: number;
                         style?: number;
@@ -2923,6 +4161,8 @@ export interface operations {
                     } | null;
                     speech_config?: {
                         turn_taking?: {
+                            /** @enum {string} */
+                            vad?: "webrtc" | "silero";
                             endpointing_min_delay?: number;
                             endpointing_max_delay?: number;
                             interruption_min_duration?: number;
@@ -2960,7 +4200,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         assistant: components["schemas"]["Assistant"];
-                        /** @description Providers this assistant needs whose key (DEEPGRAM_API_KEY, OPENAI_API_KEY, ELEVENLABS_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
+                        /** @description Providers this assistant needs whose key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, DEEPGRAM_API_KEY, ELEVENLABS_API_KEY, CARTESIA_API_KEY) is not set on this server: the assistant is saved, but its calls are refused at start (CALL_REJECTED_MISSING_PROVIDER_KEY) until the key is set. Empty when none. */
                         warnings: string[];
                     };
                 };
@@ -3132,10 +4372,10 @@ export interface operations {
                     number: string;
                     name?: string | null;
                     /**
-                     * @description who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)
+                     * @description who carries its calls: Twilio Media Streams (default), a SIP trunk (DECISIONS 15) or Telnyx Call Control (DECISIONS 18)
                      * @enum {string}
                      */
-                    provider?: "twilio" | "sip";
+                    provider?: "twilio" | "sip" | "telnyx";
                     /** Format: uuid */
                     assistant_id?: string | null;
                     /** Format: uuid */
@@ -3431,10 +4671,10 @@ export interface operations {
                     number?: string;
                     name?: string | null;
                     /**
-                     * @description who carries its calls: Twilio Media Streams (default) or a SIP trunk (DECISIONS 15)
+                     * @description who carries its calls: Twilio Media Streams (default), a SIP trunk (DECISIONS 15) or Telnyx Call Control (DECISIONS 18)
                      * @enum {string}
                      */
-                    provider?: "twilio" | "sip";
+                    provider?: "twilio" | "sip" | "telnyx";
                     /** Format: uuid */
                     assistant_id?: string | null;
                     /** Format: uuid */
@@ -3670,12 +4910,57 @@ export interface operations {
                             caller_id?: string;
                         } | null;
                     } | null;
+                    telnyx?: {
+                        /** @description Call Control requests are made with it; write-only (never shown); left out, the one kept is kept */
+                        api_key?: string;
+                        /** @description verifies Telnyx's webhooks (telnyx-signature-ed25519) */
+                        public_key: string;
+                        /** @description the Call Control application outbound calls are placed through */
+                        connection_id: string;
+                    } | null;
                     /** @description outbound dialling limits (DECISIONS 11); null restores the defaults */
                     outbound?: {
                         /** @description live outbound calls of the organization never exceed this (default 10) */
                         max_concurrent_calls?: number;
                         /** @description dialling never goes faster than this; fractions allowed, 0.5 is one call every 2 s (default 1) */
                         calls_per_second?: number;
+                    } | null;
+                    /** @description prices for calls' cost (docs/usage.md): entries given replace the shipped ones, an entry set to null goes back to it; null restores them all */
+                    pricing?: {
+                        /**
+                         * @description prices are in US dollars
+                         * @enum {string}
+                         */
+                        currency?: "USD";
+                        /** @description ignored: the date the shipped prices were read */
+                        read_on?: string;
+                        stt?: {
+                            [key: string]: {
+                                per_minute: number;
+                            } | null;
+                        };
+                        llm?: {
+                            [key: string]: {
+                                per_million_input_tokens: number;
+                                per_million_output_tokens: number;
+                            } | null;
+                        };
+                        tts?: {
+                            [key: string]: {
+                                per_million_characters: number;
+                            } | null;
+                        };
+                        realtime?: {
+                            [key: string]: {
+                                per_minute_input_audio: number;
+                                per_minute_output_audio: number;
+                            } | null;
+                        };
+                        carrier?: {
+                            [key: string]: {
+                                per_minute: number;
+                            } | null;
+                        };
                     } | null;
                 };
             };
@@ -3912,6 +5197,300 @@ export interface operations {
             };
         };
     };
+    listKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: components["schemas"]["ApiKey"][];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    createKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description what the key is for (1 to 200 characters) */
+                    name?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        key: {
+                            /** Format: uuid */
+                            id: string;
+                            /** @description what the key is for, as given when it was made; null for keys made by `npm run keys` or the first start */
+                            name: string | null;
+                            /** @description the first 16 characters of the key (sk_live_ and 8 more), to recognise it; the key itself is never shown again */
+                            prefix: string;
+                            /** @description ISO 8601 UTC timestamp */
+                            created_at: string;
+                            /** @description when it was revoked; null while it works */
+                            revoked_at: string | null;
+                            /** @description true for the key this request was made with */
+                            current: boolean;
+                            /** @description the API key itself, shown this once */
+                            secret: string;
+                        };
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    revokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Conflict: the organization's last active key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
     createWebCall: {
         parameters: {
             query?: never;
@@ -4013,13 +5592,15 @@ export interface operations {
                 /** @description next_cursor of the page before */
                 cursor?: string;
                 status?: "queued" | "ringing" | "in-progress" | "forwarding" | "ended";
-                type?: "inbound_phone_call" | "outbound_phone_call" | "web_call";
+                type?: "inbound_phone_call" | "outbound_phone_call" | "web_call" | "test_call";
                 assistant_id?: string;
                 number_id?: string;
                 /** @description calls created at or after this time (0001-01-01T00:00:00Z or later) */
                 since?: string;
                 /** @description calls created before this time (0001-01-01T00:00:00Z or later) */
                 until?: string;
+                /** @description a search: calls whose customer number contains these digits (web calls have none) */
+                customer?: string;
             };
             header?: never;
             path?: never;
@@ -4334,6 +5915,98 @@ export interface operations {
             };
         };
     };
+    getCallStats: {
+        parameters: {
+            query?: {
+                /** @description start of the period (default: 7 days before until) */
+                since?: string;
+                /** @description end of the period, excluded (default: now) */
+                until?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        stats: components["schemas"]["CallStats"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
     getCall: {
         parameters: {
             query?: never;
@@ -4409,6 +6082,112 @@ export interface operations {
                 };
             };
             /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    controlCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CallControlInput"];
+            };
+        };
+        responses: {
+            /** @description Applied: the call as it is now */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        call: components["schemas"]["Call"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Call not live */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: Redis did not take the control, or no process took it within 5 s; nothing was done (Retry-After) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4821,6 +6600,962 @@ export interface operations {
             };
         };
     };
+    listTestSuites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        test_suites: components["schemas"]["TestSuiteSummary"][];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    createTestSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description A test suite; every problem (shape, unknown nodes, tools, assistant or workflow) in one 400. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /**
+                     * Format: uuid
+                     * @description the assistant under test
+                     */
+                    assistant_id: string;
+                    /**
+                     * Format: uuid
+                     * @description the workflow it runs; absent or null: the assistant alone
+                     */
+                    workflow_id?: string | null;
+                    /** @description the model that plays simulated callers and judges (any LLM of the catalog); absent or null: the assistant's own model */
+                    llm_config?: {
+                        provider: string;
+                        model?: string;
+                        url?: string;
+                        max_completion_tokens?: number;
+                        temperature?: number;
+                        messages?: {
+                            /** @enum {string} */
+                            role: "system" | "user" | "assistant";
+                            content: string;
+                        }[];
+                        tools?: {
+                            name: string;
+                            description?: string;
+                            url?: string;
+                            async?: boolean;
+                            parameters?: {
+                                /** @enum {string} */
+                                type: "object";
+                                properties?: {
+                                    [key: string]: unknown;
+                                };
+                                required?: string[];
+                            };
+                        }[];
+                        builtin_tools?: "press_keys"[];
+                    } | null;
+                    tests: {
+                        /** @description unique within the suite */
+                        name: string;
+                        /**
+                         * @description chat: a text chat driven turn by turn; voice: a real call path (the simulated caller speaks and hears)
+                         * @default chat
+                         * @enum {string}
+                         */
+                        mode?: "chat" | "voice";
+                        /** @description values for {{name}} placeholders in what the assistant says and is told (DECISIONS 12, docs/variables.md): at most 100; names 1 to 64 of A-Z, a-z, 0-9, _, . and - (not starting with a digit, . or -); values a string of at most 2,000 characters, a number or a boolean (said as written: 42, true). They win over built-ins of the same name (business_name, customer.number, customer.name, phone_number.number, call.id, call.type, now, today). */
+                        variables?: {
+                            [key: string]: string | number | boolean;
+                        };
+                        /** @description tool name → its result: the tool answers from here and its URL is never called (hermetic tests); tools not named here are called as in a chat */
+                        tool_results?: {
+                            [key: string]: unknown;
+                        };
+                        /** @description steps run in order; the first unmet expectation fails the test */
+                        script?: {
+                            /** @description the customer's message (a voice test speaks it); a step without `say` checks the conversation as it is (the first: the opening lines) */
+                            say?: string;
+                            /** @description the current node after the step */
+                            expect_node?: string;
+                            /** @description words in the assistant's reply to this step (any case); in a voice test, what the caller heard */
+                            expect_reply_contains?: string | string[];
+                            /** @description tools called during this step (a tool node, or one of the model's tools) */
+                            expect_tool_call?: string | string[];
+                            /**
+                             * @description whether the conversation goes on after the step
+                             * @enum {string}
+                             */
+                            expect_status?: "active" | "ended";
+                            /** @description how it ended, e.g. assistant-ended-call */
+                            expect_ended_reason?: string;
+                        }[];
+                        /** @description a simulated caller: the suite's model plays the persona toward the goal */
+                        caller?: {
+                            /** @description who the caller is and how they talk */
+                            persona: string;
+                            /** @description what the caller wants; the simulated caller hangs up once it is reached (or cannot be) */
+                            goal: string;
+                            /**
+                             * @description the most the caller says (1 to 50, default 10)
+                             * @default 10
+                             */
+                            max_turns?: number;
+                        };
+                        /** @description the end state, checked once the conversation is over */
+                        expect?: {
+                            /** @description how the conversation ended (null while it goes on fails this) */
+                            ended_reason?: string;
+                            /** @description nodes visited in this order, as a subsequence (others may come between) */
+                            nodes_visited?: string[];
+                            /** @description tools called in this order, as a subsequence, each with a subset of its arguments */
+                            tool_calls?: {
+                                name: string;
+                                /** @description a subset of the arguments the call had (deep equality of each one given) */
+                                arguments?: {
+                                    [key: string]: unknown;
+                                };
+                            }[];
+                            /** @description regular expressions (JavaScript syntax, any case, ^ and $ at line ends) each matching the transcript ("Assistant: …" and "Caller: …" lines) */
+                            transcript_matches?: string | string[];
+                            /** @description a subset of what the assistant's analysis plan extracts from the conversation */
+                            structured_data?: {
+                                [key: string]: unknown;
+                            };
+                        };
+                        judge?: {
+                            /** @description what the conversation must show; the suite's model reads the transcript against it and says pass or fail, with its reason */
+                            rubric: string;
+                        };
+                        /** @description the test fails when it has not finished in this time (default 60 s for chat, 120 s for voice; at most 600) */
+                        timeout_seconds?: number;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        test_suite: components["schemas"]["TestSuite"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    getTestSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        test_suite: components["schemas"]["TestSuite"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    deleteTestSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    updateTestSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description Fields given are replaced whole; the suite as it then is is checked like a new one. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string;
+                    /**
+                     * Format: uuid
+                     * @description the assistant under test
+                     */
+                    assistant_id?: string;
+                    /**
+                     * Format: uuid
+                     * @description the workflow it runs; absent or null: the assistant alone
+                     */
+                    workflow_id?: string | null;
+                    /** @description the model that plays simulated callers and judges (any LLM of the catalog); absent or null: the assistant's own model */
+                    llm_config?: {
+                        provider: string;
+                        model?: string;
+                        url?: string;
+                        max_completion_tokens?: number;
+                        temperature?: number;
+                        messages?: {
+                            /** @enum {string} */
+                            role: "system" | "user" | "assistant";
+                            content: string;
+                        }[];
+                        tools?: {
+                            name: string;
+                            description?: string;
+                            url?: string;
+                            async?: boolean;
+                            parameters?: {
+                                /** @enum {string} */
+                                type: "object";
+                                properties?: {
+                                    [key: string]: unknown;
+                                };
+                                required?: string[];
+                            };
+                        }[];
+                        builtin_tools?: "press_keys"[];
+                    } | null;
+                    tests?: {
+                        /** @description unique within the suite */
+                        name: string;
+                        /**
+                         * @description chat: a text chat driven turn by turn; voice: a real call path (the simulated caller speaks and hears)
+                         * @default chat
+                         * @enum {string}
+                         */
+                        mode?: "chat" | "voice";
+                        /** @description values for {{name}} placeholders in what the assistant says and is told (DECISIONS 12, docs/variables.md): at most 100; names 1 to 64 of A-Z, a-z, 0-9, _, . and - (not starting with a digit, . or -); values a string of at most 2,000 characters, a number or a boolean (said as written: 42, true). They win over built-ins of the same name (business_name, customer.number, customer.name, phone_number.number, call.id, call.type, now, today). */
+                        variables?: {
+                            [key: string]: string | number | boolean;
+                        };
+                        /** @description tool name → its result: the tool answers from here and its URL is never called (hermetic tests); tools not named here are called as in a chat */
+                        tool_results?: {
+                            [key: string]: unknown;
+                        };
+                        /** @description steps run in order; the first unmet expectation fails the test */
+                        script?: {
+                            /** @description the customer's message (a voice test speaks it); a step without `say` checks the conversation as it is (the first: the opening lines) */
+                            say?: string;
+                            /** @description the current node after the step */
+                            expect_node?: string;
+                            /** @description words in the assistant's reply to this step (any case); in a voice test, what the caller heard */
+                            expect_reply_contains?: string | string[];
+                            /** @description tools called during this step (a tool node, or one of the model's tools) */
+                            expect_tool_call?: string | string[];
+                            /**
+                             * @description whether the conversation goes on after the step
+                             * @enum {string}
+                             */
+                            expect_status?: "active" | "ended";
+                            /** @description how it ended, e.g. assistant-ended-call */
+                            expect_ended_reason?: string;
+                        }[];
+                        /** @description a simulated caller: the suite's model plays the persona toward the goal */
+                        caller?: {
+                            /** @description who the caller is and how they talk */
+                            persona: string;
+                            /** @description what the caller wants; the simulated caller hangs up once it is reached (or cannot be) */
+                            goal: string;
+                            /**
+                             * @description the most the caller says (1 to 50, default 10)
+                             * @default 10
+                             */
+                            max_turns?: number;
+                        };
+                        /** @description the end state, checked once the conversation is over */
+                        expect?: {
+                            /** @description how the conversation ended (null while it goes on fails this) */
+                            ended_reason?: string;
+                            /** @description nodes visited in this order, as a subsequence (others may come between) */
+                            nodes_visited?: string[];
+                            /** @description tools called in this order, as a subsequence, each with a subset of its arguments */
+                            tool_calls?: {
+                                name: string;
+                                /** @description a subset of the arguments the call had (deep equality of each one given) */
+                                arguments?: {
+                                    [key: string]: unknown;
+                                };
+                            }[];
+                            /** @description regular expressions (JavaScript syntax, any case, ^ and $ at line ends) each matching the transcript ("Assistant: …" and "Caller: …" lines) */
+                            transcript_matches?: string | string[];
+                            /** @description a subset of what the assistant's analysis plan extracts from the conversation */
+                            structured_data?: {
+                                [key: string]: unknown;
+                            };
+                        };
+                        judge?: {
+                            /** @description what the conversation must show; the suite's model reads the transcript against it and says pass or fail, with its reason */
+                            rubric: string;
+                        };
+                        /** @description the test fails when it has not finished in this time (default 60 s for chat, 120 s for voice; at most 600) */
+                        timeout_seconds?: number;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        test_suite: components["schemas"]["TestSuite"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    listTestRuns: {
+        parameters: {
+            query?: {
+                /** @description runs listed, 1 to 100 */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        runs: components["schemas"]["TestRun"][];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    runTestSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description absent: every test of the suite */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description names of the tests to run (default: every test) */
+                    tests?: string[];
+                } | null;
+            };
+        };
+        responses: {
+            /** @description Default Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        run: components["schemas"]["TestRun"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    getTestRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        run: components["schemas"]["TestRun"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
     listCallWebhooks: {
         parameters: {
             query?: never;
@@ -5065,6 +7800,110 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unavailable: the database or Redis does not answer; nothing was done (Retry-After says when to try again; docs/outages.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    listenToCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description ws(s)://…/calls/listen?token=…: open it within 60 s; the token works once */
+                        url: string;
+                        format: components["schemas"]["ListenFormat"];
+                    };
+                };
+            };
+            /** @description Invalid request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Invalid API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: string;
+                        message?: string;
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Call not live */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,10 +15,12 @@ import { formatZodIssues, validateDefinition } from '../../engine/validate.js';
 import type { ActiveCall } from '../../src/calls/active-call.js';
 import { createCall } from '../../src/calls/call.js';
 import type { TurnLatency } from '../../src/calls/latency.js';
+import type { ListenHub } from '../../src/calls/listen.js';
 import type { CallNotifier, ToolCallOutcome, ToolCallRequest } from '../../src/calls/notifier.js';
 import { MemoryCallStore, newCallRecord, type CallRecord, type CallStatus } from '../../src/calls/store.js';
-import type { Providers } from '../../src/providers/types.js';
+import type { Providers, RealtimeProvider, SttProvider, TtsProvider } from '../../src/providers/types.js';
 import { MemoryTransport, type MemoryTransportOptions } from './memory-transport.js';
+import { callerVoiceFrames } from './caller-voice.js';
 import { framesOf, noiseFrames, ScriptedLlm, ScriptedRealtime, ScriptedStt, ScriptedTts, SyntheticVoice } from './scripted-providers.js';
 
 /** Every clock a call reads: timers, immediates, `Date` and `performance.now()` (the pacer's tick, turn-taking). */
@@ -96,6 +98,14 @@ export interface CallHarnessOptions {
   transport?: MemoryTransportOptions;
   /** Fake ms of speech per character (default 20: one frame per character). */
   msPerChar?: number;
+  /** Listen-in: the call registers with this hub (src/calls/listen.ts). */
+  listen?: ListenHub;
+  /** A real STT adapter, under its id, in place of the scripted one (the caller's audio reaches it). */
+  sttAdapter?: SttProvider;
+  /** A vendor's own realtime adapter (against its wire fake), under its id beside the scripted ones. */
+  realtimeAdapter?: RealtimeProvider;
+  /** A real TTS adapter (at its vendor's fake) in place of the scripted voice, for every TTS id. */
+  tts?: TtsProvider;
 }
 
 export interface SayOptions {
@@ -105,13 +115,15 @@ export interface SayOptions {
   speechFinal?: boolean;
   /** Pipeline: interim transcripts word by word while speaking (default true). */
   interims?: boolean;
+  /** Pipeline: the final transcript at the end (default true; false: the test sends it, or none comes). */
+  final?: boolean;
 }
 
 const PROVIDER_IDS = {
-  stt: ['sandbox', 'deepgram'],
+  stt: ['sandbox', 'deepgram', 'openai', 'openai-compatible'],
   llm: ['sandbox', 'openai', 'custom-llm'],
-  tts: ['sandbox', 'elevenlabs', 'openai'],
-  realtime: ['sandbox-realtime', 'openai-realtime'],
+  tts: ['sandbox', 'elevenlabs', 'openai', 'cartesia', 'deepgram', 'openai-compatible'],
+  realtime: ['sandbox-realtime', 'openai-realtime', 'google-live'],
 };
 
 export class CallHarness {
@@ -183,17 +195,20 @@ export class CallHarness {
 
     const byIds = <T>(ids: string[], provider: T) => new Map(ids.map((id) => [id, provider]));
     const providers: Providers = {
-      stt: byIds(PROVIDER_IDS.stt, this.stt),
+      stt: byIds<SttProvider>(PROVIDER_IDS.stt, this.stt),
       llm: byIds(PROVIDER_IDS.llm, this.llm),
-      tts: byIds(PROVIDER_IDS.tts, this.tts),
-      realtime: byIds(PROVIDER_IDS.realtime, this.realtime),
+      tts: byIds<TtsProvider>(PROVIDER_IDS.tts, options.tts ?? this.tts),
+      realtime: byIds<RealtimeProvider>(PROVIDER_IDS.realtime, this.realtime),
     };
+    if (options.sttAdapter) providers.stt.set(options.sttAdapter.id, options.sttAdapter);
+    if (options.realtimeAdapter) providers.realtime.set(options.realtimeAdapter.id, options.realtimeAdapter);
     const deps = {
       providers,
       notifier: this.notifier,
       store: this.store,
       logger: pino({ level: 'silent' }),
       onTurnLatency: (latency: TurnLatency) => this.latencies.push(latency),
+      ...(options.listen ? { listen: options.listen } : {}),
     };
     this.call = createCall(record, this.transport, deps);
     this.transport.attach(this.call);
@@ -291,8 +306,10 @@ export class CallHarness {
 
   readonly caller = {
     /**
-     * The caller speaks `text`: pipeline, speech start, interim words and the final transcript
-     * at the end (from the STT); realtime, the voice's audio through the transport (server VAD).
+     * The caller speaks `text`: pipeline, the caller's voice through the transport (the call's
+     * voice-activity detector hears it, `callerVoiceFrames`), the vendor's speech start, interim
+     * words and the final transcript at the end (from the STT); realtime, the voice's audio
+     * through the transport (server VAD).
      * Resolves once it has been said; returns when the speech started (`now()`).
      */
     say: async (text: string, options: SayOptions = {}): Promise<number> => {
@@ -309,10 +326,11 @@ export class CallHarness {
       }
       const words = text.trim().split(/\s+/);
       const interimAt = words.slice(0, -1).map((_, i) => Math.round(((i + 1) * ms) / words.length));
+      const voice = callerVoiceFrames(ms);
       this.stt.speechStarted();
       let at = 0;
       for (let i = 0; i < frames; i++) {
-        this.transport.audio(spoken[i % spoken.length]!);
+        this.transport.audio(voice[i]!);
         const next = Math.min(ms, at + 20);
         for (const [w, t] of interimAt.entries()) {
           if (options.interims !== false && t > at && t <= next && t < ms) {
@@ -324,15 +342,31 @@ export class CallHarness {
         await this.advance(next - at);
         at = next;
       }
-      this.stt.final(text, options.speechFinal ?? true);
+      if (options.final !== false) this.stt.final(text, options.speechFinal ?? true);
       return startedAt;
     },
 
-    /** Sound without words for `ms` (a cough): speech starts, no transcript comes. */
+    /**
+     * Sound without words for `ms` (a cough, an "uh"): the vendor's speech start and no transcript;
+     * pipeline: the caller's voice (the detector hears it), realtime: noise (the model's VAD does).
+     */
     noise: async (ms: number): Promise<number> => {
       const startedAt = this.now();
       if (!this.assistant.realtime) this.stt.speechStarted();
-      for (const frame of noiseFrames(ms)) {
+      for (const frame of this.assistant.realtime ? noiseFrames(ms) : callerVoiceFrames(ms)) {
+        this.transport.audio(frame);
+        await this.advance(20);
+      }
+      return startedAt;
+    },
+
+    /**
+     * μ-law 8 kHz audio (a fixture of test/fixtures/vad/) in 20 ms frames, in real time, with no
+     * transcript: what the STT says of it, if anything, the test scripts. Returns when it started.
+     */
+    play: async (mulaw: Buffer): Promise<number> => {
+      const startedAt = this.now();
+      for (const frame of framesOf(mulaw)) {
         this.transport.audio(frame);
         await this.advance(20);
       }

@@ -14,7 +14,7 @@ import { createStore, type Store } from '../../src/store/index.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
 import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
 import { startTwilioStandIn, type TwilioStandIn, type TwilioStandInOptions } from '../../src/sim/twilio.js';
-import { createTestDb, defaultDbKind, type TestDb } from './db.js';
+import { createPgliteCopy, createTestDb, defaultDbKind, type TestDb } from './db.js';
 import { startReceiver, type Receiver, type ReceiverScript } from './receiver.js';
 import { freePort } from '../../src/net.js';
 
@@ -48,7 +48,7 @@ export interface CallingServer {
   /** A new workflow with this definition: its id. */
   createWorkflow(definition: unknown, name?: string): Promise<string>;
   /** A number wired to a new sandbox assistant (and optionally a workflow). */
-  setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string; provider?: 'twilio' | 'sip' }): Promise<{
+  setUpNumber(options?: { assistant?: Record<string, unknown>; definition?: unknown; number?: string; provider?: string }): Promise<{
     number: string;
     numberId: string;
     assistantId: string;
@@ -98,7 +98,8 @@ export async function startCallingServer(
   /** The database to run on (the outage tests' own, behind a proxy they cut); default a fresh one. */
   database?: TestDb,
 ): Promise<CallingServer> {
-  const testDb: TestDb = database ?? (await createTestDb(defaultDbKind()));
+  // on the embedded default, a copy of a migrated database folder: as a server's DATA_DIR, and quick
+  const testDb: TestDb = database ?? (defaultDbKind() === 'pglite' ? await createPgliteCopy() : await createTestDb('postgres'));
   // recordings (and anything else kept on disk) go to a folder of this server's own
   const dataDir = await mkdtemp(join(tmpdir(), 'sb-calls-'));
   const store = createStore(testDb.db);

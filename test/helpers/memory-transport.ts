@@ -12,10 +12,15 @@
  *   the marks still pending at once, as echoes of a clear (the call tells them from real ones by
  *   what it sent after);
  * - the caller's side: `audio(frame)`, `dtmf(digit)`, `callerHangsUp()`, `farEndGone(why)`, each
- *   called inside a `try` that ends the call on a throw (as the Twilio transport's `toCall`).
+ *   called inside a `try` that ends the call on a throw (as the Twilio transport's `toCall`);
+ * - warm transfers: `dialOperator` rings the operator's phone of `options.operator` (./memory-operator.ts);
+ *   once joined, the caller's audio and hang-up go to the operator's leg, not to the call.
  */
+import type { KeyFrame } from '../../src/calls/keypad.js';
 import { FRAME_MS } from '../../src/calls/outbound.js';
 import { MULAW_8K, type AudioFormat, type CallInput, type CallTransport } from '../../src/calls/transport.js';
+import type { OperatorDialOptions, OperatorLeg } from '../../src/calls/operator-leg.js';
+import { dialMemoryOperator, type MemoryOperatorLeg, type OperatorDial, type OperatorPhone } from './memory-operator.js';
 
 export interface SentFrame {
   frame: Buffer;
@@ -49,6 +54,17 @@ export interface MemoryTransportOptions {
   /** How the carrier takes a hang-up. */
   hangUp?: { delayMs?: number; error?: Error };
   audioFormat?: AudioFormat;
+  /** The operator's phone of a warm transfer (default: answers after 1 s). */
+  operator?: OperatorPhone;
+  /** The transport sends keys its own way (as SIP sends RFC 4733 events): it declares `sendKeyFrame`. */
+  sendsKeys?: boolean;
+}
+
+export interface SentKeyFrame {
+  key: KeyFrame;
+  sentAt: number;
+  /** When its slot plays at the far end. */
+  startsAt: number;
 }
 
 export class MemoryTransport implements CallTransport {
@@ -63,6 +79,15 @@ export class MemoryTransport implements CallTransport {
   closedAt: number | null = null;
   /** Frames or marks sent after `close()` (a call must send none). */
   sentAfterClose = 0;
+  /** Warm transfers' dials, in order. */
+  readonly operatorDials: OperatorDial[] = [];
+  /** The operator's leg the caller is joined to, while joined. */
+  joined: MemoryOperatorLeg | null = null;
+  /** Frames the call sent while the caller was joined to an operator (it must send none). */
+  sentWhileJoined = 0;
+  /** Key frames, when the transport sends keys its own way (`sendsKeys`). */
+  readonly keyFrames: SentKeyFrame[] = [];
+  sendKeyFrame?: (key: KeyFrame, frame: Buffer) => void;
 
   private call: CallInput | null = null;
   /** When the audio sent so far will have played. */
@@ -72,6 +97,18 @@ export class MemoryTransport implements CallTransport {
 
   constructor(private readonly options: MemoryTransportOptions = {}) {
     this.audioFormat = options.audioFormat ?? MULAW_8K;
+    if (options.sendsKeys) {
+      this.sendKeyFrame = (key) => {
+        const now = performance.now();
+        if (this.closedAt !== null) {
+          this.sentAfterClose++;
+          return;
+        }
+        const startsAt = Math.max(now, this.playEnd);
+        this.playEnd = startsAt + FRAME_MS;
+        this.keyFrames.push({ key, sentAt: now, startsAt });
+      };
+    }
   }
 
   /** The call this transport carries (it drives the call through these methods). */
@@ -84,6 +121,10 @@ export class MemoryTransport implements CallTransport {
 
   sendAudio(frame: Buffer): void {
     const now = performance.now();
+    if (this.joined) {
+      this.sentWhileJoined++;
+      return;
+    }
     if (this.closedAt !== null) {
       this.sentAfterClose++;
       return;
@@ -135,6 +176,18 @@ export class MemoryTransport implements CallTransport {
     await this.carrier(this.options.transfer);
   }
 
+  dialOperator(destination: string, options: OperatorDialOptions): Promise<OperatorLeg> {
+    const host = {
+      joinedTo: (leg: MemoryOperatorLeg | null) => {
+        this.joined = leg;
+      },
+      hangUpCaller: () => {
+        this.hangUps.push(performance.now());
+      },
+    };
+    return dialMemoryOperator(this.options.operator ?? { answer: 'yes' }, destination, options, host, this.operatorDials);
+  }
+
   close(): void {
     if (this.closedAt !== null) return;
     const now = performance.now();
@@ -150,6 +203,7 @@ export class MemoryTransport implements CallTransport {
   // the caller's side
 
   audio(frame: Buffer): void {
+    if (this.joined) return this.joined.callerAudio(frame);
     this.toCall('caller audio', (c) => c.audio(frame));
   }
 
@@ -158,6 +212,7 @@ export class MemoryTransport implements CallTransport {
   }
 
   callerHangsUp(): void {
+    if (this.joined) return this.joined.callerHungUp();
     this.toCall('hang-up', (c) => c.callerHungUp());
   }
 

@@ -444,6 +444,8 @@ export class ScriptedTts implements TtsProvider {
 // realtime speech-to-speech
 
 const SAY_EXACTLY = /^\s*say exactly(?: this)?\s*[:\-–—]?\s*(.+?)\s*$/is;
+/** What the scripted model says to a noise (not from the script: it asks nothing of it). */
+export const NOISE_REPLY = 'Sorry, I did not catch that.';
 /** Audio goes out in 100 ms pieces, as a realtime vendor streams it. */
 const REALTIME_CHUNK_BYTES = 5 * FRAME_BYTES;
 
@@ -469,6 +471,13 @@ export class ScriptedRealtimeSession implements RealtimeSession {
   /** `createResponse` instructions, in order (`undefined` when asked with none). */
   readonly responsesAsked: Array<string | undefined> = [];
   cancels = 0;
+  /** Output items the call asked the vendor to forget (a reply to a noise), in order. */
+  readonly forgotten: string[][] = [];
+  /** Like OpenAI with `interrupt_response: false`: its VAD never cuts a response; the call does. */
+  readonly interruptsOnSpeech = false;
+  get responding(): boolean {
+    return this.active !== null;
+  }
   /** Frames of caller audio received, and how many of them were silence. */
   audioFrames = 0;
   silentFrames = 0;
@@ -500,10 +509,16 @@ export class ScriptedRealtimeSession implements RealtimeSession {
       return;
     }
     const said = this.provider.voice.decode(mulaw);
-    if (said && !this.heardLines.includes(said.line)) this.heardLines.push(said.line);
+    const newLine = said !== null && !this.heardLines.includes(said.line);
+    if (newLine) this.heardLines.push(said.line);
     if (!this.speaking) {
       this.speaking = true;
       this.later(() => this.events.onSpeechStarted());
+    }
+    // words while the caller speaks, as the sandbox's STT gives them (OpenAI gives none before the end)
+    if (newLine && !this.provider.transcriptDelayMs) {
+      const sofar = this.heardText();
+      this.later(() => this.events.onTranscript?.('user', sofar, false));
     }
     if (this.stopTimer) clearTimeout(this.stopTimer);
     this.stopTimer = setTimeout(() => this.speechStopped(), this.options.turnDetection?.silenceDurationMs ?? 500);
@@ -535,6 +550,15 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     this.later(() => this.events.onResponseDone?.());
   }
 
+  forgetTurn(itemIds: string[]): void {
+    this.forgotten.push([...itemIds]);
+    for (const id of itemIds) {
+      const item = this.items.get(id);
+      const at = item ? this.history.indexOf(item.message) : -1;
+      if (at >= 0) this.history.splice(at, 1);
+    }
+  }
+
   truncate(itemId: string, audioEndMs: number): void {
     const item = this.items.get(itemId);
     const text = item ? heardWords(item.text, audioEndMs, item.audioMs) : '';
@@ -550,6 +574,10 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     this.functionResults.push({ callId, output, respond });
     this.history.push({ role: 'tool', tool_call_id: callId, content: output });
     if (respond) this.createResponse();
+  }
+
+  addMessage(role: 'system' | 'user', text: string): void {
+    if (!this.closed) this.history.push({ role, content: text });
   }
 
   async close(): Promise<void> {
@@ -584,12 +612,26 @@ export class ScriptedRealtimeSession implements RealtimeSession {
     this.speaking = false;
     if (this.closed) return;
     this.events.onSpeechStopped?.();
-    const text = this.heardLines.map((line) => this.provider.voice.decode(this.lineFrame(line))?.text ?? '').join(' ').trim();
+    const text = this.heardText() || (this.provider.transcripts.shift() ?? '');
     this.heardLines = [];
-    if (text === '') return; // a noise: no words, no turn
-    this.history.push({ role: 'user', content: text });
-    this.events.onTranscript?.('user', text, true);
-    this.createResponse();
+    // the transcript of the turn, empty for a noise (at once, or later as OpenAI's can come)
+    const transcribed = () => this.events.onTranscript?.('user', text, true);
+    if (this.provider.transcriptDelayMs) this.later(transcribed, this.provider.transcriptDelayMs);
+    else transcribed();
+    // server VAD answers every turn, a noise too, unless a response is active (OpenAI's create_response then fails)
+    if (text !== '') {
+      this.history.push({ role: 'user', content: text });
+      if (!this.active) this.createResponse();
+      return;
+    }
+    if (this.active) return;
+    const r: RealtimeResponse = { id: `item_${++this.seq}`, instructions: undefined, cancelled: false, timer: null };
+    this.active = r;
+    r.timer = this.later(() => this.speak(r, NOISE_REPLY), this.provider.firstAudioMs);
+  }
+
+  private heardText(): string {
+    return this.heardLines.map((line) => this.provider.voice.decode(this.lineFrame(line))?.text ?? '').join(' ').trim();
   }
 
   /** A frame of `line` (to read its text back from the voice). */
@@ -689,6 +731,11 @@ export class ScriptedRealtime implements RealtimeProvider {
   private readonly script = new ModelScript();
   /** Fake ms from a response's creation to its first audio (or function call). */
   firstAudioMs = 0;
+  /** The caller's final transcript comes this long after the turn's end (OpenAI's can come after the reply); 0: at once, with words while speaking. */
+  transcriptDelayMs = 0;
+  /** Transcripts of turns whose audio carries no voice of the harness (a fixture's speech), in order; none left: no words. */
+  readonly transcripts: string[] = [];
+
   connectError: ProviderError | null = null;
 
   constructor(

@@ -36,7 +36,7 @@ const NOWHERE = 'http://127.0.0.1:9';
 
 /** Provider settings with `vendor` at `endpoint` (its fake) and the others nowhere. */
 export function fakeSettings(
-  vendor: 'openai' | 'elevenlabs',
+  vendor: 'openai' | 'elevenlabs' | 'cartesia' | 'deepgram',
   endpoint: ProviderSettings['openai'],
   timeouts?: ProviderSettings['timeouts'],
 ): ProviderSettings {
@@ -44,6 +44,7 @@ export function fakeSettings(
     deepgram: { baseUrl: NOWHERE },
     openai: { baseUrl: NOWHERE },
     elevenlabs: { baseUrl: NOWHERE },
+    cartesia: { baseUrl: NOWHERE },
     [vendor]: endpoint,
     ...(timeouts ? { timeouts } : {}),
   };

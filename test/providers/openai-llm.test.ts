@@ -255,7 +255,7 @@ describe('createOpenAiLlm', () => {
       { type: 'text', text: ', ' },
       { type: 'text', text: 'two people' },
       { type: 'text', text: ' at seven.' },
-      { type: 'done', finishReason: 'stop' },
+      expect.objectContaining({ type: 'done', finishReason: 'stop' }),
     ]);
     // Streamed, not buffered: the first text came well before the last.
     expect(arrivals[3]![1] - arrivals[0]![1]).toBeGreaterThanOrEqual(60);
@@ -294,7 +294,7 @@ describe('createOpenAiLlm', () => {
           { id: 'call_def', name: 'end_call', arguments: '{"reason":"done"}' },
         ],
       },
-      { type: 'done', finishReason: 'tool_calls' },
+      expect.objectContaining({ type: 'done', finishReason: 'tool_calls' }),
     ]);
     expect(f.requests[0]!.body.tools).toHaveLength(2);
   });
@@ -305,7 +305,7 @@ describe('createOpenAiLlm', () => {
     expect(llm.id).toBe('custom-llm');
     for (const url of [f.url, `${f.url}/v1`, `${f.url}/v1/`]) {
       const events = await collect(llm.stream({ config: { provider: 'custom-llm', url, model: 'llama3.1:8b' }, messages, tools: [] }));
-      expect(events).toEqual([{ type: 'text', text: 'ok' }, { type: 'done', finishReason: 'stop' }]);
+      expect(events).toEqual([{ type: 'text', text: 'ok' }, expect.objectContaining({ type: 'done', finishReason: 'stop' })]);
     }
     expect(f.requests.map((r) => r.path)).toEqual(Array(3).fill('/v1/chat/completions'));
     expect(f.requests.every((r) => r.headers.authorization === undefined)).toBe(true);
@@ -460,7 +460,7 @@ describe('createOpenAiLlm', () => {
     expect(err.code).toBe('PROVIDER_DISCONNECTED');
     expect(await collect(llm.stream(request()))).toEqual([
       { type: 'text', text: 'ok' },
-      { type: 'done', finishReason: 'stop' },
+      expect.objectContaining({ type: 'done', finishReason: 'stop' }),
     ]);
   });
 
@@ -481,5 +481,15 @@ describe('createOpenAiLlm', () => {
       createOpenAiLlm(settings(f, { openai: { baseUrl: url, apiKey: 'k' } })).stream(request()),
     );
     expect(err.code).toBe('PROVIDER_DISCONNECTED');
+  });
+});
+
+describe('usage', () => {
+  it("asks for the usage chunk (stream_options.include_usage) and reads the request's tokens from it: the call's usage (docs/usage.md)", async () => {
+    // the fake counts 12 prompt tokens and a completion token per text chunk
+    const f = await start({ completions: [{ text: ['We open ', 'at nine.'] }] });
+    const events = await collect(createOpenAiLlm(settings(f)).stream(request()));
+    expect(events.at(-1)).toEqual({ type: 'done', finishReason: 'stop', usage: { inputTokens: 12, outputTokens: 2 } });
+    expect(f.requests[0]!.body).toMatchObject({ stream_options: { include_usage: true } });
   });
 });

@@ -2,7 +2,11 @@ import { createHook } from 'node:async_hooks';
 import { execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import type { RealtimeServerEvent } from 'openai/resources/realtime/realtime';
+import type {
+  RealtimeConversationItemSystemMessage,
+  RealtimeConversationItemUserMessage,
+  RealtimeServerEvent,
+} from 'openai/resources/realtime/realtime';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createOpenAiRealtime,
@@ -223,7 +227,7 @@ describe('OpenAI Realtime adapter against the fake', () => {
             prefix_padding_ms: 250,
             silence_duration_ms: 700,
             create_response: true,
-            interrupt_response: true,
+            interrupt_response: false,
           },
         },
         output: { format: { type: 'audio/pcmu' }, voice: 'cedar' },
@@ -248,7 +252,7 @@ describe('OpenAI Realtime adapter against the fake', () => {
       model: 'gpt-realtime',
       tools: [],
       audio: {
-        input: { turn_detection: { type: 'server_vad', create_response: true, interrupt_response: true } },
+        input: { turn_detection: { type: 'server_vad', create_response: true, interrupt_response: false } },
         output: { voice: 'marin' },
       },
     });
@@ -328,6 +332,9 @@ describe('OpenAI Realtime adapter against the fake', () => {
 
     s.sendAudio(tone(160));
     await rec.until(() => rec.counts.speechStarted === 2, 'second speech_started');
+    // server VAD does not cut the response itself (interrupt_response: false): the call decides
+    const atSpeech = rec.audioBytes();
+    await rec.until(() => rec.audioBytes() > atSpeech + 800, 'model audio after speech_started');
 
     // What the pipeline does on barge-in: stop the response, keep only what was played.
     const heardMs = rec.audioBytes() / 8 - 40; // the last 40 ms were still buffered
@@ -347,12 +354,11 @@ describe('OpenAI Realtime adapter against the fake', () => {
     await rec.until(() => rec.counts.responseDone >= 1, 'cancelled response.done');
     const heardBytes = rec.audioBytes();
 
-    // Server VAD had already cancelled the response (interrupt_response), so our cancel drew
-    // `response_cancel_not_active`: logged, not an error, and the session goes on.
+    // our cancel is what stopped it (server VAD had not): no benign error, and the session goes on
     s.createResponse();
     await rec.until(() => rec.counts.responseDone === 2, 'the next response');
     expect(rec.errors).toEqual([]);
-    expect(logger.debug).toHaveBeenCalledWith(
+    expect(logger.debug).not.toHaveBeenCalledWith(
       expect.objectContaining({ code: 'response_cancel_not_active' }),
       'benign realtime error',
     );
@@ -425,6 +431,51 @@ describe('OpenAI Realtime adapter against the fake', () => {
     s.sendFunctionResult('call_other', 'ok', false);
     await f.waitForEvent('conversation.item.create', 2);
     expect(f.eventsOfType('response.create')).toHaveLength(1);
+  });
+
+  it('a noise: forgetTurn deletes the input transcribed with no words and the reply\'s items; server VAD does not interrupt', async () => {
+    const { fake: f, rec, session: s } = await connect({
+      turns: [{ afterAudioBytes: 160, userTranscript: '', response: { audio: tone(1_600), transcript: 'Sorry?' } }],
+    });
+    expect(s.interruptsOnSpeech).toBe(false);
+    s.sendAudio(tone(160));
+    await rec.until(() => rec.audio.length > 0 && rec.transcripts.some((t) => t.role === 'user'), 'the reply and the empty transcript');
+    expect(rec.transcripts.find((t) => t.role === 'user')).toEqual({ role: 'user', text: '', final: true });
+    const replyItem = rec.audio[0]!.itemId;
+    s.forgetTurn!([replyItem]);
+    await f.waitForEvent('conversation.item.delete', 2);
+    const committed = f.eventsOfType('conversation.item.delete').map((e) => e.item_id);
+    expect(committed).toHaveLength(2);
+    expect(committed[0]).not.toBe(replyItem);
+    expect(committed[0]).toMatch(/^item_/);
+    expect(committed[1]).toBe(replyItem);
+    // a second forget has no input left to delete
+    s.forgetTurn!([]);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(f.eventsOfType('conversation.item.delete')).toHaveLength(2);
+    expect(rec.errors).toEqual([]);
+    // `responding`: a response asked for or under way (server VAD would not start another)
+    await rec.until(() => rec.counts.responseDone === 1, 'the reply done');
+    expect(s.responding).toBe(false);
+    s.createResponse();
+    expect(s.responding).toBe(true);
+    await rec.until(() => rec.counts.responseDone === 2, 'the next response done');
+    expect(s.responding).toBe(false);
+  });
+
+  it('addMessage puts a system or user message in the model\'s conversation (input_text), asking for no response', async () => {
+    const { fake: f, rec, session: s } = await connect({});
+    s.addMessage!('system', 'The caller is a premium customer.');
+    s.addMessage!('user', 'My order number is A-1234.');
+    await f.waitForEvent('conversation.item.create', 2);
+    // the items as the official SDK types them
+    const system: RealtimeConversationItemSystemMessage = { type: 'message', role: 'system', content: [{ type: 'input_text', text: 'The caller is a premium customer.' }] };
+    const user: RealtimeConversationItemUserMessage = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'My order number is A-1234.' }] };
+    expect(f.eventsOfType('conversation.item.create').map((e) => e.item)).toEqual([system, user]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(f.eventsOfType('response.create')).toEqual([]);
+    // the fake took both (it refuses a message item of any other shape)
+    expect(rec.errors).toEqual([]);
   });
 
   it('a response asked for right after a cancel waits for the cancelled one to finish', async () => {
@@ -506,7 +557,7 @@ describe('OpenAI Realtime adapter against the fake', () => {
             type: 'server_vad',
             silence_duration_ms: 900,
             create_response: true,
-            interrupt_response: true,
+            interrupt_response: false,
           },
         },
       },

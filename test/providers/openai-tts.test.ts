@@ -233,7 +233,8 @@ describe('OpenAI TTS adapter', () => {
     await expect(provider({ apiKey: undefined }).open(config, recorder().events)).rejects.toMatchObject({
       name: 'ProviderError',
       code: 'PROVIDER_AUTH',
-      provider: 'openai',
+      // the chat model's errors say `openai`: the voice's are told apart
+      provider: 'openai-tts',
     });
     await expect(provider().open({ provider: 'openai' }, recorder().events)).rejects.toMatchObject({
       code: 'PROVIDER_HTTP_ERROR',

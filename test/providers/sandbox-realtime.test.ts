@@ -8,7 +8,7 @@ import {
 } from '../../src/providers/types.js';
 import { createSandboxRealtime, synthesizeSandboxSpeech } from '../../src/providers/sandbox/index.js';
 import { FskReceiver } from '../../src/providers/sandbox/modem.js';
-import { truncateText } from '../../src/providers/sandbox/realtime.js';
+import { SANDBOX_NOISE_REPLY, truncateText } from '../../src/providers/sandbox/realtime.js';
 import { SANDBOX_CHECK_IN } from '../../src/providers/sandbox/llm.js';
 import { SILENCE_CHECK_INSTRUCTION } from '../../engine/session.js';
 
@@ -90,6 +90,34 @@ describe('sandbox realtime', () => {
     expect(heard('item_sandbox_2')).toEqual(['Thanks for waiting.', 'The result is: moved to billing.']);
     await session.close();
     expect(log.at(-1)).toBe('close');
+  });
+
+  it('a sound with no words, as OpenAI\'s server VAD: a turn with an empty transcript, answered unless a response is under way; forgetTurn drops the answer from its history', async () => {
+    const { session, log, heard, responseDone } = await connect();
+    expect(session.interruptsOnSpeech).toBe(false);
+    const noise = (ms: number) => Buffer.from(Array.from({ length: ms * 8 }, (_, i) => (i % 2 === 0 ? 0x10 : 0x90)));
+    let done = responseDone();
+    session.sendAudio(Buffer.concat([silence(100), noise(300)]));
+    session.sendAudio(silence(600));
+    await done;
+    expect(log).toEqual(['speech-started', 'speech-stopped', 'user: ', 'audio item_sandbox_1', `assistant: ${SANDBOX_NOISE_REPLY}`, 'response-done']);
+    expect(heard('item_sandbox_1')).toEqual([SANDBOX_NOISE_REPLY]);
+    session.forgetTurn!(['item_sandbox_1']);
+    // the call goes on: the next turn is answered as before
+    done = responseDone();
+    session.sendAudio(Buffer.concat([synthesizeSandboxSpeech('I have a question about my invoice.'), silence(700)]));
+    await done;
+    expect(log).toContain('call go_to_billing {}');
+
+    // a noise while a response plays: no second response (the vendor's create fails), and the one playing goes on
+    const before = log.length;
+    session.createResponse(`Say exactly: ${'This is a long answer. '.repeat(20)}`);
+    while (!log.slice(before).some((l) => l.startsWith('audio'))) await tick();
+    session.sendAudio(Buffer.concat([noise(200), silence(600)]));
+    for (let i = 0; i < 20; i++) await tick();
+    expect(log.slice(before).filter((l) => l === 'user: ')).toHaveLength(1);
+    expect(log.slice(before).filter((l) => l.startsWith('audio'))).toHaveLength(1);
+    await session.close();
   });
 
   it('"Say exactly: …" speaks the text verbatim; requests during a response wait their turn', async () => {

@@ -298,6 +298,34 @@ describe('a person answers', () => {
     expect(late).toMatchObject({ status: 400, code: 21220 });
   });
 
+  it('moves two calls into a <Conference> by new TwiML (with Twiml given at create for one); the first to leave with endConferenceOnExit ends it for both', async () => {
+    const [a, b] = [nextNumber(), nextNumber()];
+    standIn.setCallee(a, { kind: 'person', ringMs: 10 });
+    standIn.setCallee(b, { kind: 'person', ringMs: 10 });
+    const first = await place(a);
+    const firstCall = await standIn.waitForCall(a);
+    const stream = await app.waitForStream();
+    // the other is placed with its TwiML inline (a warm transfer's operator leg), streaming to us
+    const second = await client.calls.create({ to: b, from: FROM, twiml: app.twiml, statusCallback: `${app.url}/status?call=op` });
+    const secondCall = await standIn.waitForCall(b);
+    await secondCall.waitForLeg();
+    const room = '<?xml version="1.0" encoding="UTF-8"?><Response><Dial><Conference startConferenceOnEnter="true" endConferenceOnExit="true" beep="false">call-42</Conference></Dial></Response>';
+    await client.calls(first.sid).update({ twiml: room });
+    await client.calls(second.sid).update({ twiml: room });
+    await until('both in the conference', () => standIn.conference('call-42')?.participants.length === 2);
+    await until('the first stream to stop', () => stream.closed);
+    expect(standIn.conference('call-42')!.participants.map((p) => p.callSid)).toEqual([first.sid, second.sid]);
+    expect([firstCall.conferences, secondCall.conferences]).toEqual([['call-42'], ['call-42']]);
+    expect([firstCall.status, secondCall.status]).toEqual(['in-progress', 'in-progress']);
+    // the second leaves: the conference ends, and the first call with it (nothing after its <Dial>)
+    await secondCall.hangUp();
+    await firstCall.ended();
+    expect(firstCall.status).toBe('completed');
+    const conference = standIn.conference('call-42')!;
+    expect(conference.endedAt).not.toBeNull();
+    expect(conference.participants.every((p) => p.leftAt !== null)).toBe(true);
+  });
+
   it('REST hang-up of a live stream: stop on the socket, then the completed callback', async () => {
     const to = nextNumber();
     standIn.setCallee(to, { kind: 'person', ringMs: 10 });

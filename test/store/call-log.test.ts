@@ -152,6 +152,7 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         messages: [message('assistant', 'Hello.'), message('user', 'Bye then.', 2.5)],
         errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         workflow_note: null,
+        variables: { customer_name: 'Dana', visits: 3, vip: true },
       });
       const e = callLogEntry(record);
       await repo.upsert(e);
@@ -179,7 +180,12 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
         errors: [{ code: 'UNKNOWN', message: 'something to say' }],
         structured_data: null,
         recording_ref: null,
+        variables: { customer_name: 'Dana', visits: 3, vip: true },
+        transfer: null,
       });
+      // gdpr_mode keeps neither the conversation nor the values given for it
+      const gdpr = callLogEntry({ ...record, assistant: { gdpr_mode: true } });
+      expect(gdpr).toMatchObject({ messages: [], variables: {} });
       expect(got!.definition_hash).toMatch(/^[0-9a-f]{64}$/);
       // another organization's call does not exist for it
       expect(await repo.get(otherOrgId, record.id)).toBeNull();
@@ -193,6 +199,16 @@ describe.each(availableDbKinds())('the call log on %s', (kind) => {
       const old = [{ code: 'UNKNOWN', message: 'elevenlabs: quota exceeded' }];
       expect((await repo.get(orgId, record.id))?.errors).toEqual(old);
       expect((await repo.list(orgId, { limit: 100 })).calls.find((c) => c.id === record.id)?.errors).toEqual(old);
+    });
+
+    it('keeps a call\'s transfer (migration 010), and a later write without one keeps it', async () => {
+      const transfer = { mode: 'warm' as const, destination: '+14155550123', result: 'completed' as const, summary: 'Ada wants a new time.', operator_answered_at: '2025-06-01T00:00:05.000Z', joined_at: '2025-06-01T00:00:09.000Z' };
+      const e = entry(orgId, '2025-06-01T00:00:00.000Z', { status: 'forwarding', transfer });
+      await repo.upsert(e);
+      expect((await repo.get(orgId, e.id))?.transfer).toEqual(transfer);
+      await repo.upsert({ ...e, status: 'ended', transfer: null });
+      expect((await repo.get(orgId, e.id))?.transfer).toEqual(transfer);
+      expect((await repo.list(orgId, { limit: 10 })).calls[0]?.transfer).toEqual(transfer);
     });
 
     it('the last write wins; structured data, once logged, is kept by writes without it', async () => {

@@ -115,6 +115,12 @@ describe('end-of-call-report (DECISIONS 7)', () => {
       assistant_id: reportInput.assistant_id,
       workflow_id: reportInput.workflow_id,
       recording_url: null,
+      transfer: null,
+      trace_id: null,
+      turns: [],
+      turn_latency: null,
+      usage: null,
+      cost: null,
       analysis: { structured_data: { day: 'tuesday', time: '10:00' } },
     });
   });

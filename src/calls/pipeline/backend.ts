@@ -7,14 +7,15 @@ import type { RunModelCommand } from '../../../engine/session.js';
 import type { ProviderOverrides } from '../../../engine/compile.js';
 import type { LlmConfig, SttConfig, TtsConfig } from '../../../engine/schema.js';
 import { findProvider, defaultCatalog } from '../../../engine/catalog.js';
-import type { LlmProvider, Providers, SttSession, TtsProvider } from '../../providers/types.js';
+import type { LlmProvider, Providers, SttSession } from '../../providers/types.js';
 import type { BackendContext, ConversationBackend, Heard, LineRequest, NodeView } from '../backend.js';
-import type { OutboundPacer } from '../outbound.js';
+import type { Playout } from '../playout.js';
 import { Speaker, type Utterance, type UtteranceOutcome } from '../speaker.js';
 import { SentenceSplitter } from '../text.js';
 import { TurnTaking } from '../turn-taking.js';
-import type { TurnClock } from '../turn-clock.js';
+import { createSpeechDetector, type SpeechDetector } from '../vad/index.js';
 import { runModelTurn } from '../model-turn.js';
+import { keysFrom, keysNotSent } from '../keypad.js';
 
 interface ModelRun {
   abort: AbortController;
@@ -25,8 +26,7 @@ interface ModelRun {
 
 export interface PipelineOptions {
   providers: Providers;
-  pacer: OutboundPacer;
-  turnClock: TurnClock;
+  playout: Playout;
 }
 
 /** A failure that names no provider is put down to `unknown` (`pipeline-error-unknown`). */
@@ -35,8 +35,14 @@ const UNNAMED = 'unknown';
 export class PipelineBackend implements ConversationBackend {
   private readonly speaker: Speaker;
   private readonly turns: TurnTaking;
-  private readonly turnClock: TurnClock;
+  /** The caller's voice activity (null: the detector could not be made; `start` reports it). */
+  private readonly voice: SpeechDetector | null = null;
+  private voiceError: Error | null = null;
   private stt: SttSession | null = null;
+  /** When the STT session's first audio was sent: its word timings count from there. */
+  private sttAudioFrom: number | null = null;
+  /** The end of the caller's last words (by the STT's timings) and when they were transcribed. */
+  private lastWords: { speechEndedAt: number | null; transcribedAt: number } | null = null;
   private sttConfigKey = '';
   private overrides: ProviderOverrides = {};
   private modelRun: ModelRun | null = null;
@@ -50,21 +56,22 @@ export class PipelineBackend implements ConversationBackend {
    */
   private readonly playing = new Map<Utterance, (outcome: UtteranceOutcome) => void>();
   private closed = false;
+  /**
+   * Key presses of the model under way (from its `press_keys` until the keys have played):
+   * nothing cuts them, and caller input waits for the reply they are part of.
+   */
+  private keys = 0;
   readonly ownLinesRecordedWhenAsked = true;
 
   constructor(
     private readonly ctx: BackendContext,
     private readonly o: PipelineOptions,
   ) {
-    this.turnClock = o.turnClock;
     this.speaker = new Speaker({
-      pacer: o.pacer,
-      tts: () => this.timedTts(this.ttsInUse()),
+      playout: o.playout,
+      tts: () => this.ttsInUse(),
       pronunciations: () => ctx.assistant.speech_config.pronunciation,
-      ...ctx.shield({
-        onError: (err: Error) => ctx.events.failed(err, UNNAMED),
-        onFirstAudio: () => this.turnClock.audioStarted(),
-      }, 'speaker'),
+      ...ctx.shield({ onError: (err: Error) => ctx.events.failed(err, UNNAMED) }, 'speaker'),
     });
     const tt = ctx.assistant.speech_config.turn_taking;
     // turn-taking runs these from its timers
@@ -74,13 +81,32 @@ export class PipelineBackend implements ConversationBackend {
       onInterruptionConfirmed: () => this.interrupted(),
       onFalseInterruption: () => this.speaker.resume(),
     }, 'turn-taking'), {
-      assistantSpeaking: () => this.speaker.speakingInterruptible(),
+      assistantSpeaking: () => this.keys === 0 && this.speaker.speakingInterruptible(),
       now: () => performance.now(),
+      voiceHeardUntil: () => this.voice?.heardUntil ?? 0,
     });
+    try {
+      this.voice = createSpeechDetector(tt.vad, ctx.shield({
+        onSpeechStart: (at: number) => {
+          ctx.log.debug('caller speech started');
+          ctx.events.silenceBroken();
+          this.turns.voiceStarted(at);
+        },
+        onSpeechEnd: (at: number) => {
+          // the vendor transcribes what it has now (Deepgram's Finalize): the final text comes sooner
+          this.stt?.finalize();
+          this.turns.voiceEnded(at);
+        },
+      }, 'voice activity'), { now: () => performance.now() });
+    } catch (err) {
+      this.voiceError = new Error(`the ${tt.vad} voice-activity detector could not start: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   async start(_node: NodeView, overrides: ProviderOverrides): Promise<void> {
     this.overrides = overrides;
+    // the detector is ours: a call that cannot have it ends pipeline-error-switchboard
+    if (this.voiceError) return this.ctx.events.defect(this.voiceError, 'voice activity');
     try {
       await this.openStt();
     } catch (err) {
@@ -107,7 +133,12 @@ export class PipelineBackend implements ConversationBackend {
 
   keyPressed(): void {
     this.turns.reset();
-    if (this.speaker.speakingInterruptible()) this.interrupted();
+    if (this.keys === 0 && this.speaker.speakingInterruptible()) this.interrupted();
+  }
+
+  /** A live control's `say` with `interrupt`: what may be cut is cut, as a confirmed barge-in cuts it. */
+  cut(): void {
+    this.interrupted();
   }
 
   interrupt(): void {
@@ -118,22 +149,23 @@ export class PipelineBackend implements ConversationBackend {
 
   callerAudio(mulaw: Buffer): void {
     if (this.closed || mulaw.length === 0) return;
-    this.stt?.sendAudio(mulaw);
-  }
-
-  played(mark: string): void {
-    this.speaker.onMark(mark);
+    if (this.stt) {
+      this.sttAudioFrom ??= performance.now();
+      this.stt.sendAudio(mulaw);
+    }
+    this.voice?.push(mulaw);
   }
 
   /** Silence counts once everything said has been heard (its marks came back). */
   busy(): boolean {
-    return this.speaker.speaking();
+    return this.speaker.speaking() || this.keys > 0;
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.modelRun?.abort.abort();
     this.turns.close();
+    this.voice?.close();
     this.speaker.close();
     // The record keeps what was heard of each line and reply, then the caller's input that waited
     // for a reply, in that order (the engine has stopped: only the record takes them now).
@@ -151,8 +183,10 @@ export class PipelineBackend implements ConversationBackend {
     // words over the opening lines come before the conversation has begun
     if (this.closed || !this.ctx.engineStarted()) return;
     this.ctx.events.callerInput();
+    const words = this.lastWords;
+    this.lastWords = null;
     this.afterReply(() => {
-      this.turnClock.begin(this.ctx.nodeId());
+      this.ctx.events.turnEnded(words ?? {});
       this.ctx.events.callerTurn(text);
     });
   }
@@ -162,7 +196,7 @@ export class PipelineBackend implements ConversationBackend {
    * it is settled, so the history keeps the call's order and the next model request sees that
    * reply as the caller heard it. A reply still being written is superseded: what was heard of it
    * is settled now. A reply written whole and still playing uncut (the caller's words were too few
-   * to cut it) plays on, and the input waits until it is over.
+   * to cut it), or one that is pressing keys, plays on, and the input waits until it is over.
    */
   afterReply(apply: () => void): void {
     const reply = this.replying;
@@ -176,7 +210,7 @@ export class PipelineBackend implements ConversationBackend {
       return;
     }
     const run = this.modelRun;
-    if (run?.utterance === reply) {
+    if (run?.utterance === reply && this.keys === 0) {
       this.supersede(run);
       this.over(reply, reply.outcome());
       apply();
@@ -246,18 +280,42 @@ export class PipelineBackend implements ConversationBackend {
     // of it is history: in the call record, and for the engine (a barge-in settles it at once,
     // before the turn or key press that confirmed it)
     let streamed = false;
+    /** What was heard of the reply before the keys it pressed: in the history already, before them. */
+    let beforeKeys = '';
     const heardRecorded = new Promise<void>((resolve) =>
       this.whenOver(utterance, (outcome) => {
         if (this.replying === utterance) this.replying = null;
-        const heard = outcome.complete && streamed ? text.trim() : outcome.heardText;
+        let heard = outcome.complete && streamed && !beforeKeys ? text.trim() : outcome.heardText;
+        if (beforeKeys) heard = heard.startsWith(beforeKeys) ? heard.slice(beforeKeys.length).trim() : heard;
         if (heard) events.replied(heard, command.node_id);
         resolve();
       }),
     );
+    /**
+     * The model pressed keys: they go once what it said before them has been heard (from the
+     * press on, nothing cuts the reply), and that part of the reply is history before them.
+     */
+    const pressKeys = async (args: string): Promise<string> => {
+      const checked = keysFrom(args);
+      if ('error' in checked) return keysNotSent(checked.error);
+      if (!this.ctx.pressKeys) return keysNotSent('there is no keypad here');
+      this.keys++;
+      try {
+        const rest = splitter.flush();
+        if (rest) this.speaker.addSentence(utterance, rest);
+        if (!(await this.speaker.whenHeard(utterance)) || abort.signal.aborted || this.closed) {
+          return keysNotSent('the reply was interrupted before the keys; no key was sent');
+        }
+        const heard = utterance.outcome().heardText;
+        if (heard.length > beforeKeys.length) events.replied(heard.slice(beforeKeys.length).trim(), command.node_id);
+        beforeKeys = heard;
+        return (await this.ctx.pressKeys(checked.keys, command.node_id, abort.signal)).output;
+      } finally {
+        this.keys--;
+      }
+    };
     let transition: string | null = null;
     let failure: Error | null = null;
-    // the turn's first model request (not a later one, nor one that no caller turn started)
-    const turn = this.turnClock.modelRequested();
     try {
       ({ transition } = await runModelTurn({
         provider,
@@ -265,15 +323,11 @@ export class PipelineBackend implements ConversationBackend {
         command,
         signal: abort.signal,
         callTools: events.callTools,
+        ...(this.ctx.pressKeys ? { pressKeys } : {}),
         onText: (piece) => {
-          this.turnClock.firstToken(turn);
           text += piece;
-          for (const sentence of splitter.push(piece)) {
-            this.turnClock.modelReady(turn);
-            this.speaker.addSentence(utterance, sentence);
-          }
+          for (const sentence of splitter.push(piece)) this.speaker.addSentence(utterance, sentence);
         },
-        onToolCalls: () => this.turnClock.firstToken(turn),
       }));
     } catch (err) {
       if (abort.signal.aborted) return;
@@ -288,7 +342,6 @@ export class PipelineBackend implements ConversationBackend {
       if (this.modelRun === run) this.modelRun = null;
     }
     if (abort.signal.aborted) return;
-    this.turnClock.modelReady(turn);
     const rest = splitter.flush();
     if (rest) this.speaker.addSentence(utterance, rest);
     if (command.fallback !== undefined && text.trim() === '') {
@@ -336,13 +389,15 @@ export class PipelineBackend implements ConversationBackend {
     const events = this.ctx.events;
     const session = await provider.connect(config, this.ctx.shield<Parameters<typeof provider.connect>[1]>({
       onTranscript: (t) => {
-        if (t.text.trim() !== '') events.silenceBroken();
+        if (t.text.trim() !== '') {
+          events.silenceBroken();
+          if (t.isFinal) this.noteWords(t.start, t.duration);
+        }
         this.turns.transcript(t);
       },
       onSpeechStarted: () => {
-        this.ctx.log.debug('caller speech started');
         events.silenceBroken();
-        this.turns.speechStarted();
+        this.turns.vendorSpeechStarted();
       },
       onUtteranceEnd: () => this.turns.utteranceEnd(),
       onError: (err) => events.failed(err, UNNAMED),
@@ -352,31 +407,15 @@ export class PipelineBackend implements ConversationBackend {
       return;
     }
     this.stt = session;
+    this.sttAudioFrom = null;
     if (previous) void previous.close();
   }
 
-  /** The TTS of the turn's first sentence: when it was asked, and when its first audio came. */
-  private timedTts<T extends { provider: TtsProvider; config: TtsConfig }>(inUse: T): T {
-    const turn = this.turnClock.ttsRequested();
-    if (!turn) return inUse;
-    const { provider } = inUse;
-    const timed: TtsProvider = {
-      id: provider.id,
-      open: (config, events, signal) =>
-        provider.open(
-          config,
-          {
-            onAudio: (mulaw) => {
-              this.turnClock.ttsFirstAudio(turn);
-              events.onAudio(mulaw);
-            },
-            onDone: () => events.onDone(),
-            onError: (err) => events.onError(err),
-          },
-          signal,
-        ),
-    };
-    return { ...inUse, provider: timed };
+  /** Final words came: when the caller finished saying them (the STT's timings from its first audio), and now. */
+  private noteWords(start: number | undefined, duration: number | undefined): void {
+    const from = this.sttAudioFrom;
+    const end = typeof start === 'number' && typeof duration === 'number' && from !== null ? from + (start + duration) * 1000 : null;
+    this.lastWords = { speechEndedAt: end, transcribedAt: performance.now() };
   }
 }
 

@@ -11,11 +11,13 @@ import type { Tool } from '../../../engine/schema.js';
 import { ProviderError, type LlmFunction, type Providers, type RealtimeEvents, type RealtimeFunctionCall, type RealtimeSession } from '../../providers/types.js';
 import type { BackendContext, CommandHint, ConversationBackend, Heard, LineRequest, NodeView } from '../backend.js';
 import type { ToolCallOutcome } from '../notifier.js';
-import { FRAME_BYTES, type OutboundPacer } from '../outbound.js';
+import { FRAME_BYTES } from '../outbound.js';
+import type { Playout } from '../playout.js';
 import { applyPronunciations } from '../text.js';
 import { functionOffer, toolOutput } from '../model-turn.js';
-import type { TurnClock } from '../turn-clock.js';
-import { heardOf, newSpoken, type OutputItem, type Spoken } from './responses.js';
+import { keysFrom, keysNotSent } from '../keypad.js';
+import { heardMsOf, heardOf, newSpoken, type OutputItem, type Spoken } from './responses.js';
+import { CallerTurns } from './caller-turns.js';
 
 /** A mark goes out after at least this much audio: the resolution of "what the caller heard". */
 const MARK_SPACING_MS = 100;
@@ -32,12 +34,12 @@ interface Offer {
   functions: LlmFunction[];
   transitions: Set<string>;
   tools: Map<string, Tool>;
+  builtins: Set<string>;
 }
 
 export interface RealtimeOptions {
   providers: Providers;
-  pacer: OutboundPacer;
-  turnClock: TurnClock;
+  playout: Playout;
   /** The workflow's global prompt: the instructions where no model turn is offered. */
   globalPrompt: string;
 }
@@ -55,16 +57,18 @@ export class RealtimeBackend implements ConversationBackend {
   /** The caller's turn ended: server VAD is creating the next response. */
   private vadExpected = false;
   private callerSpeaking = false;
-  private readonly marks = new Map<string, { spoken: Spoken; item: OutputItem; ms: number }>();
-  private markSeq = 0;
   private toolsInFlight = 0;
+  /** Key presses of the model under way (`press_keys` until the keys have played): nothing cuts them. */
+  private keys = 0;
   private stallTimer: NodeJS.Timeout | null = null;
   /** When the model last sent anything at all (performance.now()). */
   private lastModelEventAt = 0;
   private closed = false;
+  /** Our detector and the caller's words: what cuts the assistant, which replies answered a noise. */
+  private turns: CallerTurns | null = null;
+  private voiceError: Error | null = null;
   readonly ownLinesRecordedWhenAsked = false;
-  private readonly pacer: OutboundPacer;
-  private readonly turnClock: TurnClock;
+  private readonly playout: Playout;
   /** A failure that names no provider is the realtime model's. */
   private readonly provider: string;
 
@@ -72,15 +76,31 @@ export class RealtimeBackend implements ConversationBackend {
     private readonly ctx: BackendContext,
     private readonly o: RealtimeOptions,
   ) {
-    this.pacer = o.pacer;
-    this.turnClock = o.turnClock;
+    this.playout = o.playout;
     this.provider = ctx.assistant.llm_config.provider;
+    const tt = ctx.assistant.speech_config.turn_taking;
+    try {
+      this.turns = new CallerTurns(
+        { vad: tt.vad, minDurationMs: tt.interruption_min_duration * 1000, minWords: tt.interruption_min_words, shield: ctx.shield },
+        ctx.shield({
+          interruptible: () => this.interruptible(),
+          cut: () => this.bargeIn(),
+          release: (s: Spoken) => this.release(s),
+          drop: (s: Spoken) => this.dropNoiseReply(s),
+          answer: () => this.answerTurn(),
+        }, 'caller turns'),
+      );
+    } catch (err) {
+      this.voiceError = new Error(`the ${tt.vad} voice-activity detector could not start: ${(err as Error).message}`, { cause: err });
+    }
   }
 
   // ------------------------------------------------------------------------------------------
   // what the controller asks
 
   async start(node: NodeView): Promise<void> {
+    // the detector is ours: a call that cannot have it ends pipeline-error-switchboard
+    if (this.voiceError) return this.ctx.events.defect(this.voiceError, 'voice activity');
     const offer = this.offerFor(node.nodeId, node.context());
     const config = this.ctx.assistant.llm_config;
     const provider = this.o.providers.realtime.get(config.provider);
@@ -112,7 +132,7 @@ export class RealtimeBackend implements ConversationBackend {
 
   /** A line: the model is asked to say exactly this text. */
   say(line: LineRequest, over: (heard: Heard) => void): void {
-    const s = newSpoken('say', line.text, line.interruptible, line.nodeId);
+    const s = this.newSpoken('say', line.text, line.interruptible, line.nodeId);
     s.over = (text, complete) => over({ text, complete });
     this.spoken.push(s);
     if (!this.rt) {
@@ -171,8 +191,19 @@ export class RealtimeBackend implements ConversationBackend {
     this.bargeIn();
   }
 
+  /** A live control's `say` with `interrupt`: cut as a key press cuts. */
+  cut(choosing: boolean): void {
+    this.keyPressed(choosing);
+  }
+
+  /** A live control's `add-message`: the model's own conversation takes it (its next response sees it). */
+  contextAdded(role: 'system' | 'user', content: string): void {
+    if (!this.closed) this.rt?.addMessage?.(role, content);
+  }
+
   callerAudio(mulaw: Buffer): void {
     if (this.closed || !this.rt || mulaw.length === 0) return;
+    this.turns?.audio(mulaw);
     // While a line that cannot be interrupted plays, the model hears silence: its server VAD
     // would otherwise cut the line (it interrupts on its own).
     if (this.spoken.some((s) => !s.interruptible)) {
@@ -180,15 +211,6 @@ export class RealtimeBackend implements ConversationBackend {
       return;
     }
     this.rt.sendAudio(mulaw);
-  }
-
-  played(name: string): void {
-    const m = this.marks.get(name);
-    if (!m) return;
-    this.marks.delete(name);
-    m.spoken.marks.delete(name);
-    m.item.heardMs = Math.max(m.item.heardMs, m.ms);
-    this.settleIfPlayed(m.spoken);
   }
 
   /**
@@ -204,11 +226,11 @@ export class RealtimeBackend implements ConversationBackend {
     this.closed = true;
     this.abort.abort();
     this.clearStall();
-    this.pacer.close();
+    this.turns?.close();
+    this.playout.close();
     // what the caller heard of each response still playing is kept (the engine has stopped:
     // only the record takes it), and a line the controller waits for is over
     for (const s of [...this.spoken]) this.settle(s, false);
-    this.marks.clear();
     this.spoken = [];
     this.requested = [];
     this.current = null;
@@ -223,9 +245,21 @@ export class RealtimeBackend implements ConversationBackend {
   private offerFor(nodeId: string, context: ModelContext | null): Offer {
     if (!context) {
       // No model turn here (a tool running, a closing line): no way out to offer.
-      return { key: `${nodeId}:none`, nodeId, instructions: this.o.globalPrompt, functions: [], transitions: new Set(), tools: new Map() };
+      return { key: `${nodeId}:none`, nodeId, instructions: this.o.globalPrompt, functions: [], transitions: new Set(), tools: new Map(), builtins: new Set() };
     }
-    return { key: `${nodeId}:${context.mode}`, nodeId, instructions: context.system, ...functionOffer(context.transitionFunctions, context.tools) };
+    // a realtime assistant has no node overrides: its own block says which builtins it has
+    const builtins = context.mode === 'conversation' && this.ctx.pressKeys ? (this.ctx.assistant.llm_config.builtin_tools ?? []) : [];
+    return { key: `${nodeId}:${context.mode}`, nodeId, instructions: context.system, ...functionOffer(context.transitionFunctions, context.tools, builtins) };
+  }
+
+  /** A response, with its utterance in the playout: over once the caller has played it (or cut). */
+  private newSpoken(kind: Spoken['kind'], text: string, interruptible: boolean, nodeId: string | null): Spoken {
+    const s: Spoken = newSpoken(kind, text, interruptible, nodeId, this.playout.begin({
+      finished: ({ interrupted }) => {
+        if (!interrupted) this.settle(s, true);
+      },
+    }));
+    return s;
   }
 
   private sayExactly(text: string): string {
@@ -249,12 +283,19 @@ export class RealtimeBackend implements ConversationBackend {
 
   /** Registers the response that a createResponse / sendFunctionResult(respond) will start. */
   private expectReply(nodeId: string | null): Spoken {
-    const s = newSpoken('reply', '', true, nodeId);
+    const s = this.newSpoken('reply', '', true, nodeId);
     this.spoken.push(s);
     this.requested.push(s);
     this.ctx.events.silenceBroken();
     this.armStall();
     return s;
+  }
+
+  /** A caller's turn with words that server VAD did not answer (a response was under way): asked for now, after it. */
+  private answerTurn(): void {
+    if (this.closed || !this.rt) return;
+    this.expectReply(this.ctx.nodeId());
+    this.rt.createResponse();
   }
 
   /** A check-in that said nothing (failed, empty, never started): its fallback, as the model's reply. */
@@ -270,43 +311,51 @@ export class RealtimeBackend implements ConversationBackend {
     let s: Spoken;
     if (this.vadExpected) {
       this.vadExpected = false;
-      s = newSpoken('reply', '', true, this.ctx.nodeId());
+      s = this.newSpoken('reply', '', true, this.ctx.nodeId());
       s.vad = true;
       this.spoken.push(s);
     } else if (this.requested.length > 0) {
       s = this.requested.shift()!;
     } else {
-      s = newSpoken('reply', '', true, this.ctx.nodeId());
+      s = this.newSpoken('reply', '', true, this.ctx.nodeId());
       this.spoken.push(s);
     }
     s.state = 'streaming';
     this.current = s;
-    if (s.vad) this.turnClock.firstToken();
     this.ctx.events.silenceBroken();
     this.clearStall();
+    if (s.vad) this.turns?.replyStarted(s);
     return s;
   }
 
   private modelAudio(mulaw: Buffer, itemId: string): void {
     if (this.closed) return;
     const s = this.current ?? this.responseStarted();
+    if (s.cut && s.forget && itemId && !s.forget.includes(itemId)) {
+      // a dropped reply's items that come after the drop leave the model's conversation too
+      s.forget.push(itemId);
+      this.rt?.forgetTurn?.([itemId]);
+    }
     if (s.cut || mulaw.length === 0) return;
+    if (s.held) {
+      s.heldAudio.push([mulaw, itemId]);
+      return;
+    }
+    this.pushAudio(s, mulaw, itemId);
+  }
+
+  private pushAudio(s: Spoken, mulaw: Buffer, itemId: string): void {
     let item = s.items.at(-1);
     if (!item || item.id !== itemId) {
       if (item) this.markAfter(s, item, true);
-      item = { id: itemId, pushedMs: 0, heardMs: 0 };
+      item = { id: itemId, startMs: s.playout.pushedMs, pushedMs: 0 };
       s.items.push(item);
-    }
-    if (s.vad) {
-      // a reply to the caller's turn: its first audio is what the model had to deliver
-      this.turnClock.modelReady();
-      this.turnClock.audioStarted();
     }
     // Whole frames only, so that a mark never pads the middle of the audio with silence.
     const data = s.remainder.length > 0 ? Buffer.concat([s.remainder, mulaw]) : mulaw;
     const whole = data.length - (data.length % FRAME_BYTES);
     if (whole > 0) {
-      this.pacer.push(data.subarray(0, whole));
+      this.playout.push(s.playout, data.subarray(0, whole));
       item.pushedMs += whole / 8;
       s.sinceMarkMs += whole / 8;
     }
@@ -317,15 +366,12 @@ export class RealtimeBackend implements ConversationBackend {
   /** A mark after the audio pushed so far; `flush` also sends the short last frame (padded). */
   private markAfter(s: Spoken, item: OutputItem, flush: boolean): void {
     if (flush && s.remainder.length > 0) {
-      this.pacer.push(s.remainder);
+      this.playout.push(s.playout, s.remainder);
       item.pushedMs += s.remainder.length / 8;
       s.remainder = Buffer.alloc(0);
     }
-    const name = `rt${++this.markSeq}`;
-    this.marks.set(name, { spoken: s, item, ms: item.pushedMs });
-    s.marks.add(name);
     s.sinceMarkMs = 0;
-    this.pacer.mark(name);
+    this.playout.mark(s.playout);
   }
 
   private responseDone(): void {
@@ -335,9 +381,8 @@ export class RealtimeBackend implements ConversationBackend {
     this.current = null;
     if (s && !s.cut) {
       s.state = 'streamed';
-      const last = s.items.at(-1);
-      if (last && (s.remainder.length > 0 || s.sinceMarkMs > 0)) this.markAfter(s, last, true);
-      this.settleIfPlayed(s);
+      if (s.held) s.heldDone = true;
+      else this.streamed(s);
     }
     // the next response we asked for starts now: its wait counts from here
     this.clearStall();
@@ -345,8 +390,45 @@ export class RealtimeBackend implements ConversationBackend {
     this.ctx.events.settled();
   }
 
-  private settleIfPlayed(s: Spoken): void {
-    if (s.state === 'streamed' && s.marks.size === 0) this.settle(s, true);
+  /** All of a response's audio is pushed: a last mark, and it is over once the caller has played it. */
+  private streamed(s: Spoken): void {
+    const last = s.items.at(-1);
+    if (last && (s.remainder.length > 0 || s.sinceMarkMs > 0)) this.markAfter(s, last, true);
+    // over once the caller has played it all (at once when it said nothing)
+    this.playout.end(s.playout);
+  }
+
+  /** A held reply plays: the caller's turn had words (or none were known in time). */
+  private release(s: Spoken): void {
+    if (!s.held || s.cut || this.closed) return;
+    s.held = false;
+    for (const [mulaw, itemId] of s.heldAudio) this.pushAudio(s, mulaw, itemId);
+    s.heldAudio = [];
+    if (s.heldDone) this.streamed(s);
+  }
+
+  /**
+   * A reply the vendor started for a noise: held, it stops unheard (nothing is cleared, what
+   * played before it goes on) and leaves the model's conversation with the noise, where the
+   * vendor allows it; already playing, it is cut as a barge-in cuts (what was heard of it stays,
+   * as of any cut reply), and only the noise is forgotten.
+   */
+  private dropNoiseReply(s: Spoken): void {
+    if (s.settled || this.closed) return;
+    this.ctx.log.debug('a reply to a noise dropped');
+    if (!s.held && s.items.some((i) => i.pushedMs > 0)) {
+      this.bargeIn();
+      this.rt?.forgetTurn?.([]);
+      return;
+    }
+    const itemIds = [...new Set(s.items.map((i) => i.id).concat(s.heldAudio.map(([, id]) => id)))];
+    s.held = false;
+    s.heldAudio = [];
+    s.forget = itemIds;
+    // the vendor's cancel drops what we asked for after it too: only while nothing of ours waits
+    if (this.current === s && this.requested.length === 0) this.rt?.cancelResponse();
+    this.settle(s, false);
+    this.rt?.forgetTurn?.(itemIds);
   }
 
   /** The response is over for the caller: played whole (`complete`), cut, or never said. */
@@ -356,8 +438,7 @@ export class RealtimeBackend implements ConversationBackend {
     if (!complete) s.cut = true;
     this.spoken = this.spoken.filter((x) => x !== s);
     this.requested = this.requested.filter((x) => x !== s);
-    for (const name of s.marks) this.marks.delete(name);
-    s.marks.clear();
+    this.playout.stop(s.playout);
     const heard = heardOf(s, complete);
     if (s.kind === 'say') {
       // a line not heard whole (cut, or never said): the engine's history keeps what was heard
@@ -446,24 +527,24 @@ export class RealtimeBackend implements ConversationBackend {
     this.ctx.log.debug('caller speech started');
     this.callerSpeaking = true;
     this.vadExpected = false;
-    this.turnClock.cancel();
     this.ctx.events.silenceBroken();
-    if (this.interruptible()) this.bargeIn();
+    this.turns?.vendorStarted();
+    // a vendor that stops its own response: nothing to protect, the rest is cut at once
+    if (this.rt?.interruptsOnSpeech !== false && this.interruptible()) this.bargeIn();
   }
 
   /** Assistant audio is out, and all of it may be cut: closing lines and the consent message may not (nor what is queued before them). */
   private interruptible(): boolean {
-    return this.spoken.length > 0 && !this.spoken.some((s) => !s.interruptible);
+    return this.keys === 0 && this.spoken.length > 0 && !this.spoken.some((s) => !s.interruptible);
   }
 
   private callerStopped(): void {
     if (this.closed) return;
     this.callerSpeaking = false;
-    this.vadExpected = true;
-    // Server VAD asks the model for the reply at the end of the caller's turn.
-    const now = performance.now();
-    this.turnClock.begin(this.ctx.nodeId(), now);
-    this.turnClock.modelRequested(now);
+    // Server VAD asks for the reply, unless a response of its own is under way (it refuses to start another).
+    this.vadExpected = !(this.rt?.responding ?? (this.current !== null && !this.current.cut));
+    this.turns?.vendorStopped(this.vadExpected);
+    this.ctx.events.turnEnded();
     this.ctx.events.settled();
   }
 
@@ -474,12 +555,13 @@ export class RealtimeBackend implements ConversationBackend {
   private bargeIn(): void {
     const cut = [...this.spoken];
     this.ctx.log.debug({ responses: cut.length }, 'barge-in');
-    this.pacer.clear();
+    this.playout.clear();
     this.rt?.cancelResponse();
     for (const s of cut) {
       for (const item of s.items) {
         // whole ms, never past the audio the vendor sent (a short last piece can end mid-ms)
-        if (item.heardMs < item.pushedMs) this.rt?.truncate(item.id, Math.floor(item.heardMs));
+        const heardMs = heardMsOf(s, item);
+        if (heardMs < item.pushedMs) this.rt?.truncate(item.id, Math.floor(heardMs));
       }
     }
     this.requested = [];
@@ -499,6 +581,7 @@ export class RealtimeBackend implements ConversationBackend {
       return;
     }
     const said = text.trim();
+    this.turns?.words(said, final);
     if (said === '') return;
     this.ctx.events.silenceBroken();
     if (!final) return;
@@ -528,6 +611,10 @@ export class RealtimeBackend implements ConversationBackend {
       });
       return;
     }
+    if (offer.builtins.has(call.name)) {
+      await this.pressKeys(call, offer.nodeId);
+      return;
+    }
     const tool = offer.tools.get(call.name);
     if (!tool) {
       this.answer(call.callId, JSON.stringify({ error: `no function "${call.name}" is available now` }), true);
@@ -555,6 +642,31 @@ export class RealtimeBackend implements ConversationBackend {
     }
     if (this.closed) return;
     this.answer(call.callId, toolOutput(outcome), true);
+  }
+
+  /**
+   * `press_keys`: the keys go after the audio the model sent before the call, and nothing cuts
+   * them; the model hears whether they were sent, and answers on (unless they were stopped: the
+   * call is leaving a voicemail or ending).
+   */
+  private async pressKeys(call: RealtimeFunctionCall, nodeId: string): Promise<void> {
+    const checked = keysFrom(call.arguments);
+    if ('error' in checked || !this.ctx.pressKeys) {
+      this.answer(call.callId, keysNotSent('error' in checked ? checked.error : 'there is no keypad here'), true);
+      return;
+    }
+    this.keys++;
+    this.toolsInFlight++;
+    let outcome: { sent: boolean; output: string };
+    try {
+      outcome = await this.ctx.pressKeys(checked.keys, nodeId, this.abort.signal);
+    } finally {
+      this.keys--;
+      this.toolsInFlight--;
+    }
+    if (this.closed) return;
+    this.answer(call.callId, outcome.output, outcome.sent);
+    if (!outcome.sent) this.ctx.events.settled();
   }
 
   private answer(callId: string, output: string, respond: boolean): void {

@@ -1,16 +1,17 @@
 /**
  * A realtime model's responses as the caller hears them: each one we asked for (a line, a reply)
- * or that the model's server VAD started, its output items, how much of each was pushed and how
- * much heard (from echoed marks), and the words heard when it is over.
+ * or that the model's server VAD started, its output items, and its audio in the playout (one
+ * utterance per response: how far the caller played it), from which the words heard and each
+ * item's heard audio (for truncation) are read.
  */
+import { heardText, type PlayoutUtterance } from '../playout.js';
 
-/** One output item of the model (audio), as far as it has gone out and been heard. */
+/** One output item of the model (audio): where it starts on its response's playout timeline, and how much of it went out. */
 export interface OutputItem {
   id: string;
-  /** Audio (ms) handed to the pacer. */
+  startMs: number;
+  /** Audio (ms) handed to the playout. */
   pushedMs: number;
-  /** Audio (ms) the caller has heard (from echoed marks). */
-  heardMs: number;
 }
 
 /** One model response as the caller hears it: a line the controller asked for, or the model's reply. */
@@ -28,11 +29,18 @@ export interface Spoken {
   vad: boolean;
   state: 'requested' | 'streaming' | 'streamed';
   items: OutputItem[];
-  /** Marks sent and not yet echoed. */
-  marks: Set<string>;
+  /** Its audio, as the caller plays it. */
+  playout: PlayoutUtterance;
   /** Audio short of a whole frame, waiting for more. */
   remainder: Buffer;
   sinceMarkMs: number;
+  /** Its audio waits for the caller's words (a reply to a sound that may be a noise: caller-turns.ts). */
+  held: boolean;
+  /** The audio held, in order, with its item ids; and whether the response ended meanwhile. */
+  heldAudio: Array<[Buffer, string]>;
+  heldDone: boolean;
+  /** A reply to a noise dropped unheard: the output items the vendor was asked to forget (null: not one). */
+  forget: string[] | null;
   /** Cut by barge-in (or never said); its remaining events are dropped. */
   cut: boolean;
   /** A model's silence check-in: the line said instead when it says nothing (null: not one, or cut by the caller). */
@@ -44,7 +52,7 @@ export interface Spoken {
   over: ((text: string, complete: boolean) => void) | null;
 }
 
-export function newSpoken(kind: Spoken['kind'], text: string, interruptible: boolean, nodeId: string | null): Spoken {
+export function newSpoken(kind: Spoken['kind'], text: string, interruptible: boolean, nodeId: string | null, playout: PlayoutUtterance): Spoken {
   return {
     kind,
     text,
@@ -55,9 +63,13 @@ export function newSpoken(kind: Spoken['kind'], text: string, interruptible: boo
     vad: false,
     state: 'requested',
     items: [],
-    marks: new Set(),
+    playout,
     remainder: Buffer.alloc(0),
     sinceMarkMs: 0,
+    held: false,
+    heldAudio: [],
+    heldDone: false,
+    forget: null,
     cut: false,
     fallback: null,
     failure: null,
@@ -69,19 +81,14 @@ export function newSpoken(kind: Spoken['kind'], text: string, interruptible: boo
 /** The words the caller heard of `s`, once it is over (`complete`: played whole). */
 export function heardOf(s: Spoken, complete: boolean): string {
   const basis = s.kind === 'say' ? s.text : s.transcript;
-  const pushed = s.items.reduce((ms, i) => ms + i.pushedMs, 0);
-  const heardMs = s.items.reduce((ms, i) => ms + i.heardMs, 0);
+  // all the audio that went out (the playout's own position goes back to what was played at a clear)
+  const pushedMs = s.items.reduce((ms, i) => ms + i.pushedMs, 0);
   // A response with no audio said nothing, whatever its text.
-  return pushed === 0 ? '' : complete ? basis.trim() : heardShare(basis, heardMs, pushed);
+  if (pushedMs === 0) return '';
+  return heardText([{ text: basis, endMs: pushedMs }], complete ? pushedMs : s.playout.playedMs);
 }
 
-/** The words of `text` the caller heard when `heardMs` of its `totalMs` of audio were played. */
-export function heardShare(text: string, heardMs: number, totalMs: number): string {
-  const t = text.trim();
-  if (totalMs <= 0 || heardMs <= 0) return '';
-  if (heardMs >= totalMs) return t;
-  const cut = Math.floor((t.length * heardMs) / totalMs);
-  const head = t.slice(0, cut);
-  const whole = /\s/.test(t[cut] ?? ' ') ? head : head.slice(0, Math.max(0, head.lastIndexOf(' ')));
-  return whole.trim();
+/** The audio (ms) of `item` the caller heard: what of its response was played, within the item. */
+export function heardMsOf(s: Spoken, item: OutputItem): number {
+  return Math.min(item.pushedMs, Math.max(0, s.playout.playedMs - item.startMs));
 }

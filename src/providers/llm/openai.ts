@@ -8,6 +8,7 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { defaultCatalog } from '../../../engine/catalog.js';
+import { declareProvider, vendorEndpoint, type VendorAccount } from '../declare.js';
 import {
   ProviderError,
   type LlmEvent,
@@ -15,9 +16,35 @@ import {
   type LlmProvider,
   type LlmRequest,
   type LlmToolCall,
+  type LlmTokenUsage,
   type ProviderErrorCode,
   type ProviderSettings,
+  type VendorEndpoint,
 } from '../types.js';
+
+declare module '../types.js' {
+  interface ProviderSettings {
+    openai?: VendorEndpoint;
+  }
+}
+
+/** OpenAI's account: `OPENAI_API_KEY`, `OPENAI_API_BASE` (also read by its TTS and realtime model). */
+export const OPENAI: VendorAccount = { name: 'openai', label: 'OpenAI', baseUrl: 'https://api.openai.com' };
+
+export const provider = declareProvider({
+  catalog: {
+    id: 'openai',
+    kind: 'llm',
+    description: 'OpenAI chat completions (streaming, tools).',
+    models: [
+      'gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-4.1-mini', 'gpt-4.1-nano', 'gpt-5', 'gpt-5-mini',
+      'gpt-5-nano',
+    ],
+    default_model: 'gpt-4o-mini',
+  },
+  account: OPENAI,
+  create: (settings) => createOpenAiLlm(settings, 'openai'),
+});
 
 export type OpenAiLlmId = 'openai' | 'custom-llm';
 
@@ -124,8 +151,7 @@ async function* streamChat(
     base = req.config.url;
     apiKey = options.customApiKey;
   } else {
-    base = settings.openai.baseUrl;
-    apiKey = settings.openai.apiKey;
+    ({ baseUrl: base, apiKey } = vendorEndpoint(settings, OPENAI));
     if (!apiKey) throw err('PROVIDER_AUTH', 'no OpenAI API key configured (OPENAI_API_KEY)');
   }
   if (req.signal?.aborted) throw err('PROVIDER_ABORTED', 'the request was cancelled');
@@ -194,6 +220,7 @@ async function* streamChat(
 
     const toolCalls = new Map<number, LlmToolCall>();
     let finishReason: string | null = null;
+    let usage: LlmTokenUsage | undefined;
     let finished = false;
     let sawDone = false;
     const decoder = new TextDecoder();
@@ -207,7 +234,7 @@ async function* streamChat(
           .map(([index, c]) => ({ ...c, id: c.id || `call_${index}` }));
         yield { type: 'tool_calls', calls };
       }
-      yield { type: 'done', finishReason };
+      yield { type: 'done', finishReason, ...(usage ? { usage } : {}) };
     };
 
     /** One SSE event's data: a chunk, `[DONE]`, or an error object. */
@@ -225,6 +252,9 @@ async function* streamChat(
       if (chunk.error) {
         const message = vendorErrorMessage(JSON.stringify(chunk)) ?? 'error in stream';
         throw err('PROVIDER_HTTP_ERROR', `${id} stream error: ${message}`);
+      }
+      if (chunk.usage && typeof chunk.usage.prompt_tokens === 'number') {
+        usage = { inputTokens: chunk.usage.prompt_tokens, outputTokens: chunk.usage.completion_tokens ?? 0 };
       }
       for (const choice of chunk.choices ?? []) {
         if (choice.index !== undefined && choice.index !== 0) continue;
@@ -299,6 +329,8 @@ async function* streamChat(
 }
 
 interface ChatCompletionChunk {
+  /** With `stream_options.include_usage`: the last chunk's (its `choices` empty). */
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
   choices?: Array<{
     index?: number;
     delta?: {

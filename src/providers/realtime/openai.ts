@@ -2,8 +2,10 @@
  * OpenAI Realtime speech-to-speech over WebSocket, GA protocol only (no `OpenAI-Beta` header).
  *
  * G.711 μ-law both ways (`audio/pcmu`), so Twilio audio goes in and out untouched. Server VAD
- * detects the caller's turns; `input_audio_buffer.speech_started` is the barge-in signal, and the
- * owner keeps the model's history honest with `conversation.item.truncate`.
+ * detects the caller's turns and creates the replies, but does not interrupt a response itself
+ * (`interrupt_response: false`): the owner cuts (`response.cancel`, then
+ * `conversation.item.truncate`) when its own detector or the caller's words say so, and forgets a
+ * turn that was a noise (`conversation.item.delete`; docs/turn-taking.md, Realtime calls).
  */
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
@@ -20,11 +22,31 @@ import {
   type RealtimeSession,
   type RealtimeSessionOptions,
 } from '../types.js';
+import { declareProvider, vendorEndpoint } from '../declare.js';
+import { OPENAI } from '../llm/openai.js';
 
 export const OPENAI_REALTIME_PROVIDER_ID = 'openai-realtime';
 export const OPENAI_REALTIME_DEFAULT_MODEL = 'gpt-realtime';
 /** The catalog's default voice for `openai-realtime`. */
 export const OPENAI_REALTIME_DEFAULT_VOICE = 'marin';
+
+const OPENAI_REALTIME_VOICES = [
+  'alloy', 'ash', 'ballad', 'cedar', 'coral', 'echo', 'marin', 'sage', 'shimmer', 'verse',
+];
+
+export const provider = declareProvider({
+  catalog: {
+    id: OPENAI_REALTIME_PROVIDER_ID,
+    kind: 'realtime',
+    description: 'OpenAI Realtime speech-to-speech (GA protocol, audio/pcmu).',
+    models: ['gpt-realtime', 'gpt-realtime-mini'],
+    default_model: OPENAI_REALTIME_DEFAULT_MODEL,
+    voices: OPENAI_REALTIME_VOICES,
+    default_voice: OPENAI_REALTIME_DEFAULT_VOICE,
+  },
+  account: OPENAI,
+  create: (settings) => createOpenAiRealtime(settings),
+});
 /** Transcribes the caller's audio so the call has a transcript (runs beside the model). */
 export const OPENAI_REALTIME_DEFAULT_TRANSCRIPTION_MODEL = 'gpt-4o-mini-transcribe';
 
@@ -36,8 +58,7 @@ const SENT_EVENTS_REMEMBERED = 256;
 
 /**
  * Server `error` codes that do not harm the session: they are logged, never reported.
- * - `response_cancel_not_active`: we cancelled after the response ended (or after server VAD
- *   cancelled it itself, which `interrupt_response: true` does on every barge-in).
+ * - `response_cancel_not_active`: we cancelled after the response ended.
  * - `conversation_already_has_active_response`: server VAD started a response just before we
  *   asked for one; the one in progress answers.
  */
@@ -46,7 +67,7 @@ const BENIGN_ERROR_CODES = new Set([
   'conversation_already_has_active_response',
 ]);
 /** Client events that are best effort: an error about one of them is logged, never reported. */
-const BEST_EFFORT_EVENTS = new Set(['response.cancel', 'conversation.item.truncate']);
+const BEST_EFFORT_EVENTS = new Set(['response.cancel', 'conversation.item.truncate', 'conversation.item.delete']);
 
 export interface OpenAiRealtimeOptions {
   /** Receives benign server errors (`debug`) and ignored oddities (`warn`). No secrets. */
@@ -113,7 +134,8 @@ function serverVad(td: RealtimeSessionOptions['turnDetection']): Record<string, 
     vad.silence_duration_ms = Math.round(td.silenceDurationMs);
   }
   vad.create_response = true;
-  vad.interrupt_response = true;
+  // the call decides what cuts a response (its detector ignores a click or a cough): server VAD would cut on any sound
+  vad.interrupt_response = false;
   return vad;
 }
 
@@ -176,7 +198,7 @@ export function createOpenAiRealtime(
     id: OPENAI_REALTIME_PROVIDER_ID,
 
     connect(config: LlmConfig, options: RealtimeSessionOptions, events: RealtimeEvents, signal) {
-      const apiKey = settings.openai.apiKey;
+      const { baseUrl, apiKey } = vendorEndpoint(settings, OPENAI);
       if (!apiKey) {
         return Promise.reject(providerError('PROVIDER_AUTH', 'OPENAI_API_KEY is not configured'));
       }
@@ -187,7 +209,7 @@ export function createOpenAiRealtime(
       const timeoutMs = settings.timeouts?.connectMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
 
       return new Promise<RealtimeSession>((resolve, reject) => {
-        const ws = new WebSocket(realtimeUrl(settings.openai.baseUrl, model), {
+        const ws = new WebSocket(realtimeUrl(baseUrl, model), {
           headers: { Authorization: `Bearer ${apiKey}` },
         });
 
@@ -211,6 +233,7 @@ export function createOpenAiRealtime(
         const transcripts = new Map<string, string>(); // item_id → assistant transcript so far
         const pendingCalls = new Map<string, RealtimeFunctionCall & { responseId?: string }>();
         const emittedCalls = new Set<string>();
+        let emptyInputItem: string | null = null; // the caller's last input transcribed with no words
 
         const fail = (err: ProviderError) => {
           if (settled) return;
@@ -399,6 +422,7 @@ export function createOpenAiRealtime(
             }
             case 'conversation.item.input_audio_transcription.completed': {
               const text = typeof event.transcript === 'string' ? event.transcript : '';
+              if (text.trim() === '' && typeof event.item_id === 'string') emptyInputItem = event.item_id;
               events.onTranscript?.('user', text, true);
               return;
             }
@@ -536,6 +560,21 @@ export function createOpenAiRealtime(
               item: { type: 'function_call_output', call_id: callId, output },
             });
             if (respond) requestResponse({ type: 'response.create' });
+          },
+          interruptsOnSpeech: false,
+          get responding() {
+            return activeResponseId !== null || createRequested;
+          },
+          forgetTurn(itemIds: string[]) {
+            const ids = emptyInputItem ? [emptyInputItem, ...itemIds] : itemIds;
+            emptyInputItem = null;
+            for (const id of ids) if (id) send({ type: 'conversation.item.delete', item_id: id });
+          },
+          addMessage(role: 'system' | 'user', text: string) {
+            send({
+              type: 'conversation.item.create',
+              item: { type: 'message', role, content: [{ type: 'input_text', text }] },
+            });
           },
           close() {
             signal?.removeEventListener('abort', onAbort);

@@ -11,17 +11,43 @@
  *    transition it only says that sentence (so it can never loop from transition to transition);
  *  - asked for a silence check-in (a system message carries Switchboard's check-in instruction,
  *    `SILENCE_CHECK_INSTRUCTION`), it says `SANDBOX_CHECK_IN` and calls nothing, whatever else
- *    the request holds.
+ *    the request holds;
+ *  - offered `press_keys` (the keypad), it presses the keys the caller's words ask for ("press 1")
+ *    or the system prompt names (`press_keys(12#)`), once; it never picks that function by words
+ *    shared with its description, and after its result it says nothing (it listens).
+ *  - asked to play a test suite's simulated caller or judge, it follows the rules of ./roles.ts.
+ *  - asked for a warm transfer's summary (`TRANSFER_SUMMARY_INSTRUCTION`), it says `SANDBOX_SUMMARY`.
  * The same messages and tools always give the same events.
  */
 import { SILENCE_CHECK_INSTRUCTION } from '../../../engine/session.js';
+import { PRESS_KEYS_TOOL } from '../../../engine/schema.js';
+import { TRANSFER_SUMMARY_INSTRUCTION } from '../../../engine/prompt.js';
 import type { LlmEvent, LlmFunction, LlmMessage, LlmProvider, LlmRequest, LlmToolCall } from '../types.js';
 import { ProviderError } from '../types.js';
+import { declareProvider } from '../declare.js';
+import { playRole } from './roles.js';
+
+/** The sandbox model's summary for a warm transfer's operator: fixed, whatever the conversation. */
+export const SANDBOX_SUMMARY = 'The caller asked to speak with a person.';
 
 /** The sandbox model's silence check-in (not the engine's fallback line, so the two can be told apart). */
 export const SANDBOX_CHECK_IN = 'Are you still with me? Take your time.';
 
 const PROVIDER = 'sandbox';
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'llm',
+    description:
+      'Offline, deterministic stand-in for a language model (demo and tests). Not intelligent: it picks the transition whose description shares the most words with what the caller said.',
+    models: ['sandbox'],
+    default_model: 'sandbox',
+  },
+  account: null,
+  needs: 'nothing',
+  create: () => createSandboxLlm(),
+});
 const ECHO_WORDS = 8;
 const RESULT_CHARS = 80;
 
@@ -132,13 +158,86 @@ function resultSentence(content: string): string {
   return cut ? `Thanks for waiting. The result is: ${cut}.` : 'Thanks for waiting, that is done.';
 }
 
+// ---------------------------------------------------------------------------------------------
+// the keypad
+
+const KEY_WORDS: Readonly<Record<string, string>> = {
+  zero: '0', one: '1', two: '2', three: '3', four: '4', five: '5', six: '6', seven: '7', eight: '8', nine: '9',
+  star: '*', pound: '#', hash: '#',
+};
+
+/**
+ * The keys `text` asks to press: what follows its first "press" (digits, `*`, `#`, or the words
+ * zero to nine, star, pound and hash), up to the first other word or the end of the sentence.
+ * "For sales, press 1. For support, press 2." → "1"; "press one two #" → "12#".
+ */
+export function keysAskedFor(text: string): string | null {
+  const after = /\bpress(?:ing)?\b(.*)$/is.exec(text)?.[1];
+  if (after === undefined) return null;
+  let keys = '';
+  for (const token of after.split(/[\s,]+/)) {
+    if (token === '') continue;
+    const word = token.toLowerCase().replace(/[.!?;:…]+$/u, '');
+    const key = /^[0-9*#]+$/.test(word) ? word : KEY_WORDS[word];
+    if (key === undefined) break;
+    keys += key;
+    if (word !== token.toLowerCase()) break; // the sentence ended
+  }
+  return keys === '' ? null : keys;
+}
+
+/** `press_keys(1w2#)` (quotes allowed) in the system prompt: the keys it names. */
+const PROMPTED_KEYS = /press_keys\(\s*["'“]?([0-9*#w]+)["'”]?\s*\)/;
+
+/** The conversation already shows `keys` sent: the call's line for them, or a `press_keys` call with them. */
+function keysSentBefore(messages: readonly LlmMessage[], keys: string): boolean {
+  return messages.some(
+    (m) =>
+      m.role === 'assistant' &&
+      // the transcript's line for keys sent (src/calls/keypad.ts), in the history a call gives
+      (m.content === `Keys sent: ${keys}` ||
+        (m.tool_calls ?? []).some((c) => c.name === PRESS_KEYS_TOOL && argumentsDigits(c.arguments) === keys)),
+  );
+}
+
+function argumentsDigits(args: string): unknown {
+  try {
+    return (JSON.parse(args) as { digits?: unknown }).digits;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The keys to press now, if any: the caller's last words ask for them, or the prompt names keys not yet sent. */
+function keysToPress(messages: readonly LlmMessage[]): string | null {
+  const last = messages[messages.length - 1];
+  if (last?.role === 'user') {
+    const asked = keysAskedFor(last.content);
+    if (asked) return asked;
+  }
+  const system = messages.find((m) => m.role === 'system')?.content ?? '';
+  const prompted = PROMPTED_KEYS.exec(system)?.[1];
+  return prompted && !keysSentBefore(messages, prompted) ? prompted : null;
+}
+
+// ---------------------------------------------------------------------------------------------
+
 export type SandboxDecision = { kind: 'call'; fn: LlmFunction; args: string } | { kind: 'say'; text: string };
 
 /** The whole policy, pure: what the sandbox model does with these messages and tools. */
-export function decide(messages: readonly LlmMessage[], tools: readonly LlmFunction[]): SandboxDecision {
+export function decide(messages: readonly LlmMessage[], offered: readonly LlmFunction[]): SandboxDecision {
   if (messages.some((m) => m.role === 'system' && m.content.includes(SILENCE_CHECK_INSTRUCTION))) {
     return { kind: 'say', text: SANDBOX_CHECK_IN };
   }
+  if (messages.some((m) => m.role === 'system' && m.content.includes(TRANSFER_SUMMARY_INSTRUCTION))) {
+    return { kind: 'say', text: SANDBOX_SUMMARY };
+  }
+  // the keypad is pressed when asked to, never chosen by words shared with its description
+  const keypad = offered.find((f) => f.name === PRESS_KEYS_TOOL);
+  const tools = keypad ? offered.filter((f) => f !== keypad) : offered;
+  // a test suite's simulated caller or judge (./roles.ts)
+  const role = playRole(messages, tools, contentWords);
+  if (role) return role;
   const last = messages[messages.length - 1];
   if (last?.role === 'tool') {
     // The result of a transition (the call has moved on) never leads to another transition.
@@ -148,10 +247,14 @@ export function decide(messages: readonly LlmMessage[], tools: readonly LlmFunct
     }
     const transitions = tools.filter(isTransitionFunction);
     const best = bestFunction(last.content, transitions);
-    const mustChoose = tools.length > 0 && transitions.length === tools.length;
+    const mustChoose = offered.length > 0 && transitions.length === offered.length;
     if (best && (best.shared > 0 || mustChoose)) return { kind: 'call', fn: best.fn, args: '{}' };
+    // keys pressed: it listens to what they bring
+    if (answered === PRESS_KEYS_TOOL) return { kind: 'say', text: '' };
     return { kind: 'say', text: resultSentence(last.content) };
   }
+  const keys = keypad ? keysToPress(messages) : null;
+  if (keypad && keys) return { kind: 'call', fn: keypad, args: JSON.stringify({ digits: keys }) };
   const said = last?.role === 'user' ? last.content : lastUserText(messages);
   if (last?.role === 'user') {
     const best = bestFunction(said, tools);
@@ -193,14 +296,23 @@ async function* run(request: LlmRequest): AsyncGenerator<LlmEvent> {
     };
     yield { type: 'tool_calls', calls: [call] };
     check();
-    yield { type: 'done', finishReason: 'tool_calls' };
+    yield { type: 'done', finishReason: 'tool_calls', usage: sandboxUsage(request, call.name + call.arguments) };
     return;
   }
-  for (const text of pieces(decision.text)) {
+  for (const text of decision.text === '' ? [] : pieces(decision.text)) {
     yield { type: 'text', text };
     check();
   }
-  yield { type: 'done', finishReason: 'stop' };
+  yield { type: 'done', finishReason: 'stop', usage: sandboxUsage(request, decision.text) };
+}
+
+/**
+ * The sandbox's token counts, deterministic: a token per 4 characters (rounded up) of the
+ * request's messages and function definitions, and of what it wrote (docs/sandbox.md).
+ */
+export function sandboxUsage(request: { messages: readonly { content?: unknown }[]; tools: readonly unknown[] }, output: string) {
+  const chars = request.messages.reduce((n, m) => n + (typeof m.content === 'string' ? m.content.length : 0), 0) + JSON.stringify(request.tools).length;
+  return { inputTokens: Math.ceil(chars / 4), outputTokens: Math.ceil(output.length / 4) };
 }
 
 export function createSandboxLlm(): LlmProvider {

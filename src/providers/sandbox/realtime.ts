@@ -4,7 +4,9 @@
  *
  * Caller audio goes to the sandbox STT; its speech start is the "server VAD" speech start; at
  * each end of turn (`speechFinal`) the caller's words join the conversation and a response is
- * created, as OpenAI's server VAD does. A response is either function calls or sandbox speech
+ * created, as OpenAI's server VAD does. Like OpenAI's with `interrupt_response: false`, it never
+ * cuts a response itself, and it answers a sound with no words too (an empty transcript, then
+ * "Sorry, I did not catch that.", unless a response is under way): the call decides both. A response is either function calls or sandbox speech
  * tagged with an item id. `createResponse('Say exactly: …')` speaks that text verbatim (how a
  * call speaks a node's first line); other instructions join the system prompt for that response,
  * and its `tools` (if given) replace the session's for it, so a silence check-in (Switchboard's
@@ -24,12 +26,33 @@ import {
   type Transcript,
   type TtsSession,
 } from '../types.js';
+import { SilenceDetector } from '../../audio/silence.js';
 import { createSandboxLlm } from './llm.js';
+import { declareProvider } from '../declare.js';
 import { SandboxSttSession } from './stt.js';
 import { createSandboxTts, sandboxSpeechBytes } from './tts.js';
 
 const PROVIDER = 'sandbox-realtime';
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'realtime',
+    description:
+      'Offline speech-to-speech stand-in built from the sandbox STT, model and TTS (demo and tests).',
+    models: ['sandbox'],
+    default_model: 'sandbox',
+    voices: ['sandbox'],
+    default_voice: 'sandbox',
+  },
+  account: null,
+  needs: 'nothing',
+  create: () => createSandboxRealtime(),
+});
 const DEFAULT_SILENCE_MS = 500;
+const LEVEL_FRAME_BYTES = 160;
+/** What it answers to a sound with no words (server VAD answers every turn). */
+export const SANDBOX_NOISE_REPLY = 'Sorry, I did not catch that.';
 const SAY_EXACTLY = /^\s*say exactly(?: this)?\s*[:\-–—]?\s*(.+?)\s*$/is;
 
 interface Item {
@@ -72,14 +95,25 @@ class SandboxRealtimeSession implements RealtimeSession {
   private userFinals: string[] = [];
   private counter = 0;
   private closed = false;
+  /** The level of the caller's audio, as the STT measures it: where a sound with no words ends. */
+  private readonly level: SilenceDetector;
+  /** Modem frames the STT had read when the caller's current sound began (none more: no words). */
+  private framesAtSound = 0;
+  readonly interruptsOnSpeech = false;
+
+  get responding(): boolean {
+    return this.active !== null;
+  }
 
   constructor(
     options: RealtimeSessionOptions,
     private readonly events: RealtimeEvents,
   ) {
     this.options = { ...options, tools: [...options.tools] };
+    const endpointing = options.turnDetection?.silenceDurationMs ?? DEFAULT_SILENCE_MS;
+    this.level = new SilenceDetector({ thresholdDb: -45, minSilenceMs: endpointing });
     this.stt = new SandboxSttSession(
-      { provider: 'sandbox', endpointing: options.turnDetection?.silenceDurationMs ?? DEFAULT_SILENCE_MS },
+      { provider: 'sandbox', endpointing },
       {
         onTranscript: (t) => this.onUserTranscript(t),
         onSpeechStarted: () => this.events.onSpeechStarted(),
@@ -89,7 +123,35 @@ class SandboxRealtimeSession implements RealtimeSession {
   }
 
   sendAudio(mulaw: Buffer): void {
-    if (!this.closed) this.stt.sendAudio(mulaw);
+    if (this.closed) return;
+    const framesBefore = this.stt.stats.frames;
+    this.stt.sendAudio(mulaw);
+    // measured in 20 ms frames, as the STT measures it
+    for (let at = 0; at < mulaw.length; at += LEVEL_FRAME_BYTES) {
+      const state = this.level.push(mulaw.subarray(at, at + LEVEL_FRAME_BYTES));
+      if (state.started) this.framesAtSound = framesBefore;
+      if (state.ended && this.stt.stats.frames === this.framesAtSound && !this.stt.hearing) {
+        // after the STT's events of the same audio (its speech start), as from a socket
+        queueMicrotask(() => {
+          if (!this.closed) this.noiseEnded();
+        });
+      }
+    }
+  }
+
+  /** A sound with no words ended: the turn is over, with an empty transcript, and answered (when nothing else is). */
+  private noiseEnded(): void {
+    this.events.onSpeechStopped?.();
+    this.events.onTranscript?.('user', '', true);
+    if (!this.active) void this.respond({ instructions: `Say exactly: "${SANDBOX_NOISE_REPLY}"` });
+  }
+
+  forgetTurn(itemIds: string[]): void {
+    for (const id of itemIds) {
+      const item = this.items.get(id);
+      const at = item ? this.history.indexOf(item.message) : -1;
+      if (at >= 0) this.history.splice(at, 1);
+    }
   }
 
   update(options: Partial<RealtimeSessionOptions>): void {
@@ -132,6 +194,10 @@ class SandboxRealtimeSession implements RealtimeSession {
     if (respond) this.createResponse();
   }
 
+  addMessage(role: 'system' | 'user', text: string): void {
+    if (!this.closed) this.history.push({ role, content: text });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -160,7 +226,8 @@ class SandboxRealtimeSession implements RealtimeSession {
     this.history.push({ role: 'user', content: text });
     this.events.onSpeechStopped?.();
     this.events.onTranscript?.('user', text, true);
-    this.createResponse();
+    // as server VAD: no second response while one is under way (the call asks for it after)
+    if (!this.active) this.createResponse();
   }
 
   private async respond({ instructions, tools }: ResponseRequest): Promise<void> {
@@ -196,6 +263,8 @@ class SandboxRealtimeSession implements RealtimeSession {
         if (this.active === r) this.finish(r);
         return;
       }
+      // nothing to say (the model listens after pressing keys): a response with no output
+      if (text === '') return this.finish(r);
       await this.speak(r, text);
     } catch (err) {
       if (this.active !== r) return; // cancelled or closed: not a failure

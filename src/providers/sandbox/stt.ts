@@ -15,8 +15,24 @@ import type { SttConfig } from '../../../engine/schema.js';
 import { SilenceDetector, type SilenceState } from '../../audio/silence.js';
 import { ProviderError, type SttEvents, type SttProvider, type SttSession, type Transcript } from '../types.js';
 import { FskReceiver, MODEM, completeUtf8Length } from './modem.js';
+import { declareProvider } from '../declare.js';
 
 const PROVIDER = 'sandbox';
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'stt',
+    description: 'Offline speech-to-text that reads back the text carried by sandbox TTS audio.',
+    models: ['sandbox'],
+    default_model: 'sandbox',
+    languages: null,
+    default_language: 'en',
+  },
+  account: null,
+  needs: 'nothing',
+  create: () => createSandboxStt(),
+});
 const FRAME_BYTES = 160; // the level meter works on 20 ms frames, whatever the chunking
 const DEFAULT_ENDPOINTING_MS = 300;
 const DEFAULT_UTTERANCE_END_MS = 1000;

@@ -12,8 +12,24 @@
 import { MULAW_SILENCE } from '../../audio/mulaw.js';
 import { ProviderError, type TtsEvents, type TtsProvider, type TtsSession } from '../types.js';
 import { MODEM, frameSamples, modulateText, splitPayloads } from './modem.js';
+import { declareProvider } from '../declare.js';
 
 const PROVIDER = 'sandbox';
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'tts',
+    description: 'Offline text-to-speech whose μ-law audio carries its text (demo and tests).',
+    models: ['sandbox'],
+    default_model: 'sandbox',
+    voices: ['sandbox'],
+    default_voice: 'sandbox',
+  },
+  account: null,
+  needs: 'nothing',
+  create: () => createSandboxTts(),
+});
 const CHUNK_BYTES = 160;
 /** The most audio one chunk carries (1 s), one chunk an event-loop turn: a long reply does not hog the loop. */
 export const SANDBOX_TTS_MAX_CHUNK_BYTES = 50 * CHUNK_BYTES;

@@ -14,6 +14,7 @@
 import WebSocket from 'ws';
 import { defaultCatalog } from '../../../engine/catalog.js';
 import type { SttConfig } from '../../../engine/schema.js';
+import { declareProvider, vendorEndpoint, type VendorAccount } from '../declare.js';
 import {
   ProviderError,
   type ProviderErrorCode,
@@ -21,9 +22,48 @@ import {
   type SttEvents,
   type SttProvider,
   type SttSession,
+  type VendorEndpoint,
 } from '../types.js';
+import { readSmallBody } from '../refused-upgrade.js';
+
+declare module '../types.js' {
+  interface ProviderSettings {
+    deepgram?: VendorEndpoint;
+  }
+}
 
 const PROVIDER = 'deepgram';
+/** Deepgram's account: `DEEPGRAM_API_KEY`, `DEEPGRAM_API_BASE`. */
+export const DEEPGRAM: VendorAccount = { name: 'deepgram', label: 'Deepgram', baseUrl: 'https://api.deepgram.com' };
+
+const DEEPGRAM_NOVA3_LANGUAGES = [
+  'multi', 'en', 'en-US', 'en-AU', 'en-GB', 'en-IN', 'en-NZ', 'es', 'es-419', 'fr', 'fr-CA', 'de',
+  'de-CH', 'hi', 'it', 'ja', 'nl', 'nl-BE', 'pt', 'pt-BR', 'pt-PT', 'ru', 'sv', 'sv-SE', 'da',
+  'da-DK', 'no', 'fi', 'pl', 'tr', 'uk', 'cs', 'ro', 'ko', 'ko-KR', 'id', 'vi', 'bg', 'ca', 'el',
+  'et', 'hu', 'lt', 'lv', 'ms', 'sk',
+];
+
+const DEEPGRAM_NOVA2_LANGUAGES = [
+  'multi', 'en', 'en-US', 'en-AU', 'en-GB', 'en-IN', 'en-NZ', 'es', 'es-419', 'fr', 'fr-CA', 'de',
+  'de-CH', 'hi', 'hi-Latn', 'it', 'ja', 'nl', 'nl-BE', 'pt', 'pt-BR', 'pt-PT', 'ru', 'sv', 'sv-SE',
+  'da', 'da-DK', 'no', 'fi', 'pl', 'tr', 'uk', 'cs', 'ro', 'ko', 'ko-KR', 'id', 'vi', 'bg', 'ca',
+  'el', 'et', 'hu', 'lt', 'lv', 'ms', 'sk', 'th', 'th-TH', 'zh', 'zh-CN', 'zh-Hans', 'zh-TW',
+  'zh-Hant', 'zh-HK',
+];
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'stt',
+    description: 'Deepgram live streaming speech-to-text (μ-law 8 kHz in).',
+    models: ['nova-3', 'nova-2'],
+    default_model: 'nova-3',
+    languages: { 'nova-3': DEEPGRAM_NOVA3_LANGUAGES, 'nova-2': DEEPGRAM_NOVA2_LANGUAGES },
+    default_language: 'en',
+  },
+  account: DEEPGRAM,
+  create: (settings) => createDeepgramStt(settings),
+});
 const BYTES_PER_SECOND = 8000; // μ-law 8 kHz mono: one byte per sample
 
 export interface DeepgramSttOptions {
@@ -60,11 +100,11 @@ export function createDeepgramStt(
   return {
     id: PROVIDER,
     async connect(config, events, signal) {
-      const apiKey = settings.deepgram.apiKey;
+      const { baseUrl, apiKey } = vendorEndpoint(settings, DEEPGRAM);
       if (!apiKey) {
         throw new ProviderError('PROVIDER_AUTH', PROVIDER, 'no Deepgram API key configured (DEEPGRAM_API_KEY)');
       }
-      const url = deepgramListenUrl(settings.deepgram.baseUrl, config);
+      const url = deepgramListenUrl(baseUrl, config);
       const session = new DeepgramSession(url, apiKey, events, {
         keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
         closeTimeoutMs: options.closeTimeoutMs ?? DEFAULTS.closeTimeoutMs,
@@ -532,7 +572,7 @@ function aborted(): ProviderError {
 }
 
 /** Deepgram answers a refused upgrade with `{"err_code","err_msg","request_id"}`. */
-function deepgramErrorMessage(body: string): string | undefined {
+export function deepgramErrorMessage(body: string): string | undefined {
   try {
     const parsed = JSON.parse(body) as { err_msg?: unknown; message?: unknown };
     if (typeof parsed.err_msg === 'string') return parsed.err_msg;
@@ -541,24 +581,4 @@ function deepgramErrorMessage(body: string): string | undefined {
     // not JSON
   }
   return body.trim() ? body.trim().slice(0, 300) : undefined;
-}
-
-function readSmallBody(res: import('node:http').IncomingMessage): Promise<string> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const done = () => {
-      clearTimeout(timer);
-      res.destroy();
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const timer = setTimeout(done, 1_000);
-    res.on('data', (chunk: Buffer) => {
-      if (size < 16_384) chunks.push(chunk);
-      size += chunk.length;
-    });
-    res.on('end', done);
-    res.on('error', done);
-    res.on('close', done);
-  });
 }

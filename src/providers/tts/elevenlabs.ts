@@ -5,7 +5,7 @@
  * We ask for `output_format=ulaw_8000`, which is already what the call's media stream carries:
  * the audio is passed through untouched, only re-cut into whole 160-byte (20 ms) frames.
  */
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { defaultCatalog, findProvider } from '../../../engine/catalog.js';
 import type { TtsConfig } from '../../../engine/schema.js';
 import {
@@ -15,12 +15,39 @@ import {
   type TtsEvents,
   type TtsProvider,
   type TtsSession,
+  type VendorEndpoint,
 } from '../types.js';
-import { DEFAULT_CONNECT_MS, DEFAULT_FIRST_AUDIO_MS, httpError, requireKeyAndVoice, TtsSessionBase, type TtsVendor } from './common.js';
+import { declareProvider, vendorEndpoint, type VendorAccount } from '../declare.js';
+import { DEFAULT_CONNECT_MS, DEFAULT_FIRST_AUDIO_MS, requireKeyAndVoice, type TtsVendor } from './common.js';
+import { abortedBeforeOpen, jsonObject, lastWhitespace, looksLikeAuth, SocketTtsSession, socketUrl, type SocketSessionOptions } from './socket.js';
 
 export { FRAME_BYTES } from './common.js';
 
+declare module '../types.js' {
+  interface ProviderSettings {
+    elevenlabs?: VendorEndpoint;
+  }
+}
+
 const PROVIDER = 'elevenlabs';
+/** ElevenLabs' account: `ELEVENLABS_API_KEY`, `ELEVENLABS_API_BASE`. */
+export const ELEVENLABS: VendorAccount = { name: 'elevenlabs', label: 'ElevenLabs', baseUrl: 'https://api.elevenlabs.io' };
+
+export const provider = declareProvider({
+  catalog: {
+    id: PROVIDER,
+    kind: 'tts',
+    description: 'ElevenLabs streaming text-to-speech (stream-input WebSocket, ulaw_8000 out).',
+    models: [
+      'eleven_flash_v2_5', 'eleven_turbo_v2_5', 'eleven_multilingual_v2', 'eleven_flash_v2',
+      'eleven_turbo_v2',
+    ],
+    default_model: 'eleven_flash_v2_5',
+    voices: null,
+  },
+  account: ELEVENLABS,
+  create: (settings) => createElevenLabsTts(settings),
+});
 const VENDOR: TtsVendor = { provider: PROVIDER, name: 'ElevenLabs', keyEnv: 'ELEVENLABS_API_KEY', voiceHint: 'ElevenLabs has no default voice' };
 /**
  * Seconds the vendor keeps a quiet socket open (its default is 20): a reply may pause for a
@@ -49,16 +76,22 @@ export function createElevenLabsTts(
   return {
     id: PROVIDER,
     async open(config, events, signal) {
-      const apiKey = requireKeyAndVoice(VENDOR, settings.elevenlabs.apiKey, config.voice_id);
-      if (signal?.aborted) throw aborted();
-      const url = streamInputUrl(settings.elevenlabs.baseUrl, config, config.model ?? defaultModel, options);
-      const session = new ElevenLabsSession(events, {
-        url,
-        apiKey,
-        connectMs: settings.timeouts?.connectMs ?? DEFAULT_CONNECT_MS,
-        firstAudioMs: settings.timeouts?.firstTokenMs ?? DEFAULT_FIRST_AUDIO_MS,
-        init: initMessage(config, options),
-      });
+      const endpoint = vendorEndpoint(settings, ELEVENLABS);
+      const apiKey = requireKeyAndVoice(VENDOR, endpoint.apiKey, config.voice_id);
+      if (signal?.aborted) throw abortedBeforeOpen(PROVIDER);
+      const url = streamInputUrl(endpoint.baseUrl, config, config.model ?? defaultModel, options);
+      const session = new ElevenLabsSession(
+        events,
+        {
+          provider: PROVIDER,
+          url,
+          headers: { 'xi-api-key': apiKey },
+          connectMs: settings.timeouts?.connectMs ?? DEFAULT_CONNECT_MS,
+          firstAudioMs: settings.timeouts?.firstTokenMs ?? DEFAULT_FIRST_AUDIO_MS,
+          httpDetail,
+        },
+        initMessage(config, options),
+      );
       await session.connect(signal);
       return session;
     },
@@ -72,10 +105,7 @@ export function streamInputUrl(
   model: string,
   options: ElevenLabsTtsOptions = {},
 ): string {
-  const url = new URL(baseUrl);
-  url.protocol = url.protocol === 'http:' ? 'ws:' : url.protocol === 'https:' ? 'wss:' : url.protocol;
-  const base = url.pathname.replace(/\/+$/, '');
-  url.pathname = `${base}/v1/text-to-speech/${encodeURIComponent(config.voice_id ?? '')}/stream-input`;
+  const url = socketUrl(baseUrl, `/v1/text-to-speech/${encodeURIComponent(config.voice_id ?? '')}/stream-input`);
   const q = url.searchParams;
   q.set('model_id', model);
   q.set('output_format', 'ulaw_8000');
@@ -103,19 +133,7 @@ export function initMessage(config: TtsConfig, options: ElevenLabsTtsOptions = {
   };
 }
 
-interface SessionOptions {
-  url: string;
-  apiKey: string;
-  connectMs: number;
-  firstAudioMs: number;
-  init: Record<string, unknown>;
-}
-
-class ElevenLabsSession extends TtsSessionBase<'connecting'> implements TtsSession {
-  private ws: WebSocket | undefined;
-  private connectTimer: NodeJS.Timeout | undefined;
-  /** Armed while we wait for the vendor (after a flush or the end); any message re-arms or clears it. */
-  private audioTimer: NodeJS.Timeout | undefined;
+class ElevenLabsSession extends SocketTtsSession implements TtsSession {
   /** Text not yet sent: we send whole words, each message ending with whitespace. */
   private pendingText = '';
   /** Spoken text was sent since the vendor last answered (so an answer is due after a flush). */
@@ -123,74 +141,14 @@ class ElevenLabsSession extends TtsSessionBase<'connecting'> implements TtsSessi
 
   constructor(
     events: TtsEvents,
-    private readonly options: SessionOptions,
+    options: SocketSessionOptions,
+    private readonly init: Record<string, unknown>,
   ) {
-    super(events, 'connecting');
+    super(events, options);
   }
 
-  connect(signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      let settled = false;
-      const settle = (err?: ProviderError) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(this.connectTimer);
-        this.connectTimer = undefined;
-        signal?.removeEventListener('abort', abortConnect);
-        if (err) {
-          this.state = 'failed';
-          this.closeSocket();
-          reject(err);
-        } else {
-          resolve();
-        }
-      };
-      const abortConnect = () => settle(aborted());
-      signal?.addEventListener('abort', abortConnect, { once: true });
-
-      const ws = new WebSocket(this.options.url, {
-        headers: { 'xi-api-key': this.options.apiKey },
-        perMessageDeflate: false,
-      });
-      this.ws = ws;
-      this.connectTimer = setTimeout(
-        () => settle(new ProviderError('PROVIDER_TIMEOUT', PROVIDER, `no connection within ${this.options.connectMs} ms`)),
-        this.options.connectMs,
-      );
-
-      ws.on('unexpected-response', (_req, res) => {
-        const status = res.statusCode ?? 0;
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (body.length < 4096) body += chunk;
-        });
-        res.on('error', () => {});
-        res.on('end', () => settle(httpError(PROVIDER, status, httpDetail(body))));
-        res.on('close', () => settle(httpError(PROVIDER, status, httpDetail(body))));
-      });
-      ws.on('error', (err) => {
-        if (this.state === 'connecting') {
-          settle(new ProviderError('PROVIDER_DISCONNECTED', PROVIDER, `connection failed: ${err.message}`, undefined, { cause: err }));
-        }
-        // After open an error is always followed by 'close', which decides.
-      });
-      ws.on('close', (code, reason) => {
-        if (this.state === 'connecting') {
-          settle(new ProviderError('PROVIDER_DISCONNECTED', PROVIDER, `connection closed during the handshake (${code})`));
-          return;
-        }
-        this.onClose(code, reason.toString());
-      });
-      ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
-      ws.once('open', () => {
-        if (settled) return;
-        this.state = 'open';
-        this.send(this.options.init);
-        if (signal) this.bindSignal(signal);
-        settle();
-      });
-    });
+  protected onOpen(): void {
+    this.send(this.init);
   }
 
   sendText(text: string): void {
@@ -229,24 +187,13 @@ class ElevenLabsSession extends TtsSessionBase<'connecting'> implements TtsSessi
     this.send(flush ? { text, flush: true } : { text });
   }
 
-  private send(message: Record<string, unknown>): void {
-    const ws = this.ws;
-    if (!ws || ws.readyState !== WebSocket.OPEN) return;
-    ws.send(JSON.stringify(message));
-  }
-
-  private onMessage(data: WebSocket.RawData, isBinary: boolean): void {
-    if (this.state !== 'open' && this.state !== 'ending') return;
+  protected onMessage(data: WebSocket.RawData, isBinary: boolean): void {
     if (isBinary) {
       this.fail(new ProviderError('PROVIDER_PROTOCOL', PROVIDER, 'unexpected binary message'));
       return;
     }
-    let message: Record<string, unknown>;
-    try {
-      const parsed: unknown = JSON.parse(rawToString(data));
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-      message = parsed as Record<string, unknown>;
-    } catch {
+    const message = jsonObject(data);
+    if (!message) {
       this.fail(new ProviderError('PROVIDER_PROTOCOL', PROVIDER, 'unreadable message (not a JSON object)'));
       return;
     }
@@ -269,68 +216,6 @@ class ElevenLabsSession extends TtsSessionBase<'connecting'> implements TtsSessi
       else this.armAudioTimer();
     }
   }
-
-  private onClose(code: number, reason: string): void {
-    if (this.state !== 'open' && this.state !== 'ending') return;
-    if (this.state === 'ending' && code === 1000) {
-      this.finish();
-      return;
-    }
-    this.fail(closeError(code, reason, this.state === 'ending'));
-  }
-
-  private armAudioTimer(): void {
-    this.clearAudioTimer();
-    this.audioTimer = setTimeout(() => {
-      this.audioTimer = undefined;
-      this.fail(new ProviderError('PROVIDER_TIMEOUT', PROVIDER, `no audio within ${this.options.firstAudioMs} ms`));
-    }, this.options.firstAudioMs);
-  }
-
-  private clearAudioTimer(): void {
-    if (this.audioTimer) clearTimeout(this.audioTimer);
-    this.audioTimer = undefined;
-  }
-
-  protected override cleanup(): void {
-    this.clearAudioTimer();
-    clearTimeout(this.connectTimer);
-    this.connectTimer = undefined;
-    super.cleanup();
-    this.closeSocket();
-  }
-
-  /** Close at once: a close frame if the socket is open (the vendor stops generating), then gone. */
-  private closeSocket(): void {
-    const ws = this.ws;
-    if (!ws) return;
-    this.ws = undefined;
-    ws.removeAllListeners();
-    ws.on('error', () => {}); // a late socket error must not become an uncaught exception
-    if (ws.readyState === WebSocket.OPEN) ws.close(1000);
-    ws.terminate();
-  }
-}
-
-function aborted(): ProviderError {
-  return new ProviderError('PROVIDER_ABORTED', PROVIDER, 'cancelled before the connection was open');
-}
-
-function lastWhitespace(text: string): number {
-  for (let i = text.length - 1; i >= 0; i--) {
-    if (/\s/.test(text[i]!)) return i;
-  }
-  return -1;
-}
-
-function rawToString(data: WebSocket.RawData): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  if (data instanceof ArrayBuffer) return Buffer.from(data).toString('utf8');
-  return data.toString('utf8');
-}
-
-function looksLikeAuth(text: string): boolean {
-  return /invalid_api_key|api[ _-]?key|unauthori[sz]ed|authenticat|forbidden|permission/i.test(text);
 }
 
 /** What the vendor said when the upgrade was answered with an HTTP status instead of 101. */
@@ -357,18 +242,4 @@ function errorFromMessage(message: Record<string, unknown>): ProviderError | und
   const summary = [errorText, text].filter(Boolean).join(': ') || 'error';
   const code: ProviderErrorCode = looksLikeAuth(summary) ? 'PROVIDER_AUTH' : 'PROVIDER_HTTP_ERROR';
   return new ProviderError(code, PROVIDER, `server error: ${summary.slice(0, 300)}`);
-}
-
-/** The socket closed before the reply was complete. */
-function closeError(code: number, reason: string, ending: boolean): ProviderError {
-  const what = `connection closed (${code}${reason ? ` ${reason.slice(0, 200)}` : ''})`;
-  // 1008 policy violation, 1011 server error and application codes carry the vendor's refusal.
-  if (code === 1008 || code === 1011 || code >= 4000) {
-    return new ProviderError(looksLikeAuth(reason) ? 'PROVIDER_AUTH' : 'PROVIDER_HTTP_ERROR', PROVIDER, what);
-  }
-  return new ProviderError(
-    'PROVIDER_DISCONNECTED',
-    PROVIDER,
-    ending ? `${what} before the final audio` : `${what} mid-stream`,
-  );
 }

@@ -11,16 +11,12 @@ import type { OutboundCalls } from '../../calls/outbound-calls.js';
 import { RING_TIMEOUT_SECONDS } from '../../calls/outbound-calls.js';
 import type { AccountSettings } from '../../store/account.js';
 import { parseSipProxy } from './addresses.js';
-import { answerChallenge } from './digest.js';
-import { ALLOW, releaseSockets, type Dialog, type Dialogs } from './dialogs.js';
-import type { Remote, SipEndpoint } from './endpoint.js';
-import { callError, endedReasonFor, ErrorCodes, type CallError } from '../../errors.js';
-import { header, parseCSeq, parseNameAddr, parseVia, randomToken, request as sipRequest, tagOf, type SipRequest, type SipResponse } from './message.js';
+import { releaseSockets, type Dialog, type Dialogs } from './dialogs.js';
+import type { SipEndpoint } from './endpoint.js';
+import { callError, ErrorCodes, type CallError } from '../../errors.js';
 import type { RtpPair, RtpPorts } from './rtp.js';
-import { negotiate, offer, type Negotiated } from './sdp.js';
-
-/** The media of a dialog that is hung up at once: nothing is sent anywhere. */
-const deadMedia: Negotiated = { codec: 'PCMU', payload: 0, dtmfPayload: null, address: '0.0.0.0', port: 9, direction: 'inactive', declined: [], audioIndex: 0 };
+import { DEAD_MEDIA, OutgoingInvite } from './outgoing-invite.js';
+import { negotiate, offer } from './sdp.js';
 
 /** An outbound INVITE's final failure as the outbound calls' outcome. */
 export function sipOutcome(status: number): 'busy' | 'no-answer' | 'failed' | 'canceled' {
@@ -69,30 +65,17 @@ export class SipDialler {
       // this process is full: back to the queue, tried again later (the dialler's retry)
       throw Object.assign(new Error(`no RTP port for the call: ${(err as Error).message}`), { status: 503 });
     }
-    const remote: Remote = { protocol: proxy.protocol, address: proxy.host, port: proxy.port };
-    const sipCallId = `${randomToken(12)}@${this.o.endpoint.publicAddress}`;
-    const localTag = randomToken();
-    const hostPart = `${proxy.host}${proxy.port !== 5060 ? `:${proxy.port}` : ''}`;
-    const target = `sip:${record.customer.number}@${hostPart}${proxy.protocol === 'TCP' ? ';transport=tcp' : ''}`;
-    const callerId = trunk.caller_id ?? record.phone_number.number;
-    const from = `<sip:${callerId}@${this.o.endpoint.publicAddress}>;tag=${localTag}`;
-    const to = `<sip:${record.customer.number}@${hostPart}>`;
-    const sessionId = Math.floor(Math.random() * 1e9);
-    const body = Buffer.from(offer({ address: this.o.endpoint.publicAddress, port: media.port, sessionId }));
-    let seq = 1;
-    const build = (auth?: [string, string]) =>
-      sipRequest('INVITE', target, [
-        ['from', from],
-        ['to', to],
-        ['call-id', sipCallId],
-        ['cseq', `${seq} INVITE`],
-        ['contact', this.o.dialogs.contact(remote.protocol)],
-        ['allow', ALLOW],
-        ['user-agent', 'Switchboard'],
-        ['content-type', 'application/sdp'],
-        ...(auth ? [auth] : []),
-      ], body);
-    const ids = { sip_call_id: sipCallId, from_tag: localTag };
+    const body = Buffer.from(offer({ address: this.o.endpoint.publicAddress, port: media.port, sessionId: Math.floor(Math.random() * 1e9) }));
+    const invite = new OutgoingInvite({
+      endpoint: this.o.endpoint,
+      dialogs: this.o.dialogs,
+      trunk,
+      proxy,
+      destination: record.customer.number,
+      callerId: trunk.caller_id ?? record.phone_number.number,
+      body,
+    });
+    const ids = { sip_call_id: invite.sipCallId, from_tag: invite.localTag };
     // `place` resolves (the trunk took the INVITE) or rejects once; what the trunk says after
     // that is the call's progress (`settle` says which way it still can go)
     let settled = false;
@@ -116,66 +99,22 @@ export class SipDialler {
       }
       await this.o.outboundCalls().progress(record.id, outcome, errors);
     };
-    let current = build();
-    let inviteBranch = '';
-    let canceled = false;
-    let cancelSent = false;
-    let provisional = false;
-    let ack: SipRequest | null = null;
-    /** Asked to stop ringing: the CANCEL goes once the trunk has answered provisionally (RFC 3261 §9.1). */
-    const cancel = () => {
-      canceled = true;
-      if (cancelSent || !inviteBranch || !provisional) return;
-      cancelSent = true;
-      // a CANCEL is a transaction of its own, on the INVITE's branch (RFC 3261 §9.1)
-      const c = sipRequest('CANCEL', current.uri, [
-        ['from', header(current, 'from')!],
-        ['to', header(current, 'to')!],
-        ['call-id', sipCallId],
-        ['cseq', `${seq} CANCEL`],
-      ]);
-      void this.o.endpoint.request(c, remote, undefined, { branch: inviteBranch });
-    };
-    this.pending.set(record.id, { cancel });
-    const ringLimit = setTimeout(() => cancel(), RING_TIMEOUT_SECONDS * 1000);
+    // asked to stop ringing (the API, the ring limit): the CANCEL goes once the trunk has answered provisionally
+    this.pending.set(record.id, { cancel: () => invite.cancel() });
+    const ringLimit = setTimeout(() => invite.cancel(), RING_TIMEOUT_SECONDS * 1000);
     let dialog: Dialog | null = null;
     void (async () => {
-      let response: SipResponse;
       let ringing = false;
-      for (let attempt = 0; ; attempt++) {
-        const sent = this.o.endpoint.request(
-          current,
-          remote,
-          (answer) => {
-            tookIt();
-            provisional = true;
-            if (canceled) cancel();
-            if (!ringing && (answer.status === 180 || answer.status === 183)) ringing = true;
-          },
-          // the 200 is sent again until our ACK arrives: each copy gets the ACK again
-          { onFinalCopy: () => ack && this.o.endpoint.send(ack, remote) },
-        );
-        inviteBranch = parseVia(header(current, 'via')!)?.params.get('branch') ?? '';
-        provisional = false;
-        cancelSent = false;
-        response = await sent;
-        if ((response.status === 401 || response.status === 407) && attempt === 0 && trunk.username && trunk.password && !canceled) {
-          const challengeValue = header(response, response.status === 401 ? 'www-authenticate' : 'proxy-authenticate');
-          const auth = challengeValue ? answerChallenge(challengeValue, 'INVITE', target, { username: trunk.username, password: trunk.password }) : null;
-          if (auth) {
-            seq++;
-            current = build([response.status === 401 ? 'authorization' : 'proxy-authorization', auth]);
-            continue;
-          }
-        }
-        break;
-      }
+      const response = await invite.send((answer) => {
+        tookIt();
+        if (!ringing && (answer.status === 180 || answer.status === 183)) ringing = true;
+      });
       clearTimeout(ringLimit);
       this.pending.delete(record.id);
       if (response.status >= 300 || response.status < 200) {
         releaseSockets(media, this.o.ports);
         const status = `${response.status} ${response.reason}`;
-        if (canceled) return void (await failed(new Error(`canceled (${status})`), 'no-answer', []));
+        if (invite.canceled) return void (await failed(new Error(`canceled (${status})`), 'no-answer', []));
         if (response.status === 408 && !ringing) {
           // no answer at all: the trunk never took it
           return void (await failed(Object.assign(new Error(`the trunk did not answer the INVITE (${status})`), { status: 408 }), 'failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the trunk did not answer the INVITE (${status})`, 'sip')]));
@@ -190,36 +129,11 @@ export class SipDialler {
       }
       // answered: the ACK (a request of its own, sent again for each copy of the 200), then the dialog
       tookIt();
-      const remoteTarget = parseNameAddr(header(response, 'contact') ?? '')?.uri ?? target;
-      const routeSet = [...(response.headers.get('record-route') ?? [])].reverse();
-      ack = sipRequest('ACK', remoteTarget, [
-        ['from', from],
-        ['to', header(response, 'to')!],
-        ['call-id', sipCallId],
-        ['cseq', `${parseCSeq(header(current, 'cseq')!)!.seq} ACK`],
-        ['max-forwards', '70'],
-        ...routeSet.map((r): [string, string] => ['route', r]),
-      ]);
-      ack.headers.set('via', [this.o.endpoint.via(remote)]);
-      this.o.endpoint.send(ack, remote);
+      const dialogBase = { ...invite.acknowledge(response), callId: record.id };
       const negotiated = negotiate(response.body.toString('latin1'));
-      const dialogBase = {
-        direction: 'outbound' as const,
-        sipCallId,
-        localTag,
-        remoteTag: tagOf(header(response, 'to')),
-        localUri: from,
-        remoteUri: header(response, 'to')!,
-        remoteTarget,
-        remote,
-        routeSet,
-        localSeq: seq,
-        callId: record.id,
-        signallingAddress: remote.address,
-      };
-      if (canceled) {
+      if (invite.canceled) {
         // answered after we gave up (the ring limit, or the API): hung up at once
-        const d = this.o.dialogs.create({ ...dialogBase, media, negotiated: 'problem' in negotiated ? deadMedia : negotiated });
+        const d = this.o.dialogs.create({ ...dialogBase, media, negotiated: 'problem' in negotiated ? DEAD_MEDIA : negotiated });
         await this.o.dialogs.bye(d);
         this.o.dialogs.release(d);
         await this.o.outboundCalls().progress(record.id, 'no-answer', []);
@@ -227,7 +141,7 @@ export class SipDialler {
       }
       if ('problem' in negotiated) {
         // answered with media we cannot take: hung up at once
-        const d = this.o.dialogs.create({ ...dialogBase, media, negotiated: deadMedia });
+        const d = this.o.dialogs.create({ ...dialogBase, media, negotiated: DEAD_MEDIA });
         await this.o.dialogs.bye(d);
         this.o.dialogs.release(d);
         await this.o.calls.endUnanswered(record.id, 'dial-failed', [callError(ErrorCodes.DIAL_FAILED, `sip: the answer's SDP: ${negotiated.problem}`, 'sip')]);

@@ -47,6 +47,20 @@ export interface Dialog {
   /** Undone on close: the liveness watch, mark timers. */
   cleanups: (() => void)[];
   direction: 'inbound' | 'outbound';
+  /**
+   * Set: the dialog's audio, keys and BYE go here instead of to a call (a warm transfer's
+   * operator leg, and both legs once joined: ./bridge.ts, ./operator-dial.ts).
+   */
+  peer?: DialogPeer | null;
+}
+
+/** What takes a dialog's media and hang-up when no call does. */
+export interface DialogPeer {
+  /** μ-law 8 kHz, in order. */
+  audio(frame: Buffer): void;
+  dtmf(digit: string): void;
+  /** The far end hung up (its BYE). */
+  hungUp(): void;
 }
 
 export type NewDialog = Pick<Dialog, 'direction' | 'sipCallId' | 'localTag' | 'remoteTag' | 'localUri' | 'remoteUri' | 'remoteTarget' | 'remote' | 'routeSet' | 'callId'> & {
@@ -127,8 +141,8 @@ export class Dialogs {
       remote: { address: o.negotiated.address, port: o.negotiated.port },
       signallingAddress: o.signallingAddress,
       logger: this.o.log,
-      onAudio: (frame) => dialog && this.toCall(dialog, 'caller audio', (c) => c.audio(frame)),
-      onDtmf: (digit) => dialog && this.toCall(dialog, 'key press', (c) => c.dtmf(digit)),
+      onAudio: (frame) => dialog && (dialog.peer ? dialog.peer.audio(frame) : this.toCall(dialog, 'caller audio', (c) => c.audio(frame))),
+      onDtmf: (digit) => dialog && (dialog.peer ? dialog.peer.dtmf(digit) : this.toCall(dialog, 'key press', (c) => c.dtmf(digit))),
     });
     dialog = {
       direction: o.direction,
@@ -187,7 +201,8 @@ export class Dialogs {
     if (!dialog) return void tx.respond(481, 'Call/Transaction Does Not Exist');
     tx.respond(200, 'OK');
     dialog.ended = true;
-    this.toCall(dialog, 'hang-up', (c) => c.callerHungUp());
+    if (dialog.peer) dialog.peer.hungUp();
+    else this.toCall(dialog, 'hang-up', (c) => c.callerHungUp());
   }
 
   /** A transfer's progress (RFC 3515 sipfrag); the call ends as transferred on the 202 already. */
@@ -202,7 +217,10 @@ export class Dialogs {
     if (!dialog) return void tx.respond(481, 'Call/Transaction Does Not Exist');
     tx.respond(200, 'OK');
     const signal = /Signal\s*=\s*([0-9*#A-D])/i.exec(req.body.toString('latin1'));
-    if (signal) this.toCall(dialog, 'key press', (c) => c.dtmf(signal[1]!.toUpperCase()));
+    if (!signal) return;
+    const digit = signal[1]!.toUpperCase();
+    if (dialog.peer) dialog.peer.dtmf(digit);
+    else this.toCall(dialog, 'key press', (c) => c.dtmf(digit));
   }
 
   /** A re-INVITE in the dialog (a session refresh, hold, a new media address): the same answer. */

@@ -43,6 +43,9 @@ export interface SipTimers {
 
 export const DEFAULT_TIMERS: SipTimers = { t1Ms: 500, t2Ms: 4000 };
 
+/** How many free ports `port` 0 tries before a TCP port in use is an error. */
+const BIND_ATTEMPTS = 5;
+
 /** Server transactions kept at once (each lives 32 s after its answer): past it, new requests are dropped. */
 const MAX_SERVER_TRANSACTIONS = 20_000;
 /** Inbound TCP connections: in all, and from one address. */
@@ -231,8 +234,21 @@ export class SipEndpoint {
     return timer;
   }
 
-  /** Binds UDP and TCP on the same port (`port` 0: a free one, the same for both). */
+  /**
+   * Binds UDP and TCP on the same port (`port` 0: a free one, the same for both). The free UDP port
+   * may be taken for TCP by another process: with `port` 0 another is tried, a few times.
+   */
   async start(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.bind();
+      } catch (err) {
+        if (this.o.port !== 0 || attempt >= BIND_ATTEMPTS || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      }
+    }
+  }
+
+  private async bind(): Promise<void> {
     const udp = dgram.createSocket({ type: net.isIPv6(this.o.host) ? 'udp6' : 'udp4' });
     udp.on('message', (data, rinfo) => this.receive(data, { protocol: 'UDP', address: rinfo.address, port: rinfo.port }));
     udp.on('error', (err) => this.log.error({ err }, 'SIP UDP socket error'));

@@ -109,7 +109,8 @@ export class InboundInvites {
       if (check === 'wrong') return this.refuse(tx, 403, 'Forbidden', 'credentials', remote);
     }
     this.o.guard.trust(remote.address);
-    if (!calls.isAccepting()) return this.refuse(tx, 486, 'Busy Here', 'busy', remote);
+    // draining (shutting down): 503, so that a dispatcher in front (deploy/kamailio) tries another process
+    if (!calls.isAccepting()) return this.refuse(tx, 503, 'Service Unavailable', 'draining', remote, [['retry-after', String(RETRY_AFTER_SECONDS)]]);
     const negotiated = negotiate(req.body.toString('latin1'));
     if ('problem' in negotiated) {
       return this.refuse(tx, 488, 'Not Acceptable Here', 'media', remote, [['warning', `305 switchboard "${negotiated.problem}"`]]);

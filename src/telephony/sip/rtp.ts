@@ -7,6 +7,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { Logger } from 'pino';
 import { linearToMulaw, mulawToLinear } from '../../audio/mulaw.js';
+import type { KeyFrame } from '../../calls/keypad.js';
 import type { G711 } from './sdp.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -170,6 +171,10 @@ function rtpPacket(payloadType: number, marker: boolean, seq: number, timestamp:
 }
 
 const DTMF_DIGITS = '0123456789*#ABCD';
+/** 8 kHz samples in a 20 ms frame. */
+const FRAME_SAMPLES = 160;
+/** The power level a telephone-event gives for its tone, in −dBm0 (RFC 4733 §2.3.4). */
+const DTMF_VOLUME = 10;
 
 // ---------------------------------------------------------------------------------------------
 // a call's session
@@ -351,6 +356,8 @@ export class RtpSession {
   }
 
   private play(payload: Buffer): void {
+    // a relayed leg (a warm transfer's join): the payload goes on as it came
+    if (this.relay) return this.relay(payload, this.o.codec);
     if (this.o.codec === 'PCMA') {
       const out = Buffer.allocUnsafe(payload.length);
       for (let i = 0; i < payload.length; i++) out[i] = ALAW_TO_MULAW[payload[i]!]!;
@@ -384,6 +391,29 @@ export class RtpSession {
     if (digit) this.o.onDtmf(digit);
   }
 
+  /**
+   * When set, each audio payload received goes here as it came (in the negotiated codec), instead
+   * of to `onAudio`: the leg is relayed to another (src/telephony/sip/bridge.ts).
+   */
+  relay: ((payload: Buffer, codec: G711) => void) | null = null;
+
+  /** The codec this leg's audio goes in. */
+  get codec(): G711 {
+    return this.o.codec;
+  }
+
+  /**
+   * A payload relayed from another leg: sent as it is when both legs have the same codec (no
+   * transcoding), else mapped by table between A-law and μ-law.
+   */
+  sendPayload(payload: Buffer, codec: G711): void {
+    if (codec === this.o.codec) return this.emit(payload, payload.length);
+    const table = codec === 'PCMA' ? ALAW_TO_MULAW : MULAW_TO_ALAW;
+    const out = Buffer.allocUnsafe(payload.length);
+    for (let i = 0; i < payload.length; i++) out[i] = table[payload[i]!]!;
+    this.emit(out, out.length);
+  }
+
   /** One 20 ms frame of μ-law, sent as the negotiated codec. */
   send(frame: Buffer): void {
     if (this.closed) return;
@@ -392,9 +422,46 @@ export class RtpSession {
       payload = Buffer.allocUnsafe(frame.length);
       for (let i = 0; i < frame.length; i++) payload[i] = MULAW_TO_ALAW[frame[i]!]!;
     }
-    // the timestamp follows the clock (RFC 3550 §5.1): frames sent ahead of time (the pacer's lead)
-    // follow each other 160 apart, and the first after a pause jumps over it and starts a
-    // talkspurt (the marker bit, RFC 3551 §4.1)
+    this.emit(payload, frame.length);
+  }
+
+  /** A payload of `samples` samples in the negotiated codec, in the next packet. */
+  private emit(payload: Buffer, samples: number): void {
+    if (this.closed) return;
+    const timestamp = this.nextTimestamp(samples);
+    const packet = rtpPacket(this.o.payload, this.marker, this.seq, timestamp, this.ssrc, payload);
+    this.marker = false;
+    this.sendPacket(packet, payload.length);
+  }
+
+  /**
+   * One 20 ms frame of a key press of ours, in that frame's slot (src/calls/keypad.ts), as an
+   * RFC 4733 telephone-event: every packet of an event carries the timestamp of its first frame
+   * and the duration so far; the first has the marker bit, the last the end bit, and the end is
+   * sent three times (the frame that ends the tone, then the two slots after it). A peer that
+   * negotiated no telephone-event gets the key's tone (`tone`) as audio instead.
+   */
+  sendKey(key: KeyFrame, tone: Buffer): void {
+    if (this.closed) return;
+    const payloadType = this.o.dtmfPayload;
+    if (payloadType === null) return this.send(tone);
+    const timestamp = this.nextTimestamp(FRAME_SAMPLES);
+    const first = key.duration === FRAME_SAMPLES && key.repeat === 0;
+    if (first || this.eventTimestamp === null) this.eventTimestamp = timestamp;
+    const payload = Buffer.from([key.event, (key.end ? 0x80 : 0) | DTMF_VOLUME, (key.duration >> 8) & 0xff, key.duration & 0xff]);
+    const packet = rtpPacket(payloadType, first, this.seq, this.eventTimestamp, this.ssrc, payload);
+    // the audio after the event goes on in the clock's timestamps, a talkspurt of its own
+    this.marker = key.end && key.repeat === 2;
+    if (key.end && key.repeat === 2) this.eventTimestamp = null;
+    this.sendPacket(packet, payload.length);
+  }
+
+  /**
+   * The timestamp of a frame sent now. It follows the clock (RFC 3550 §5.1): frames sent ahead of
+   * time (the pacer's lead) follow each other `samples` apart, and the first after a pause jumps
+   * over it and starts a talkspurt (the marker bit, RFC 3551 §4.1).
+   */
+  private nextTimestamp(samples: number): number {
     const now = performance.now();
     if (this.clockStart === null) this.clockStart = { at: now, timestamp: this.timestamp };
     else {
@@ -406,13 +473,15 @@ export class RtpSession {
         this.marker = true;
       } else this.timestamp = next;
     }
-    this.lastFrameSamples = frame.length;
+    this.lastFrameSamples = samples;
     this.lastSentAt = now;
-    const packet = rtpPacket(this.o.payload, this.marker, this.seq, this.timestamp, this.ssrc, payload);
-    this.marker = false;
+    return this.timestamp;
+  }
+
+  private sendPacket(packet: Buffer, payloadBytes: number): void {
     this.seq = (this.seq + 1) & 0xffff;
     this.stats.sent++;
-    this.octetsSent += payload.length;
+    this.octetsSent += payloadBytes;
     if (this.holding) return;
     this.transmit(this.o.rtp, packet, this.target.port);
   }
@@ -424,6 +493,8 @@ export class RtpSession {
   /** The clock the timestamps follow: the first packet's time and timestamp. */
   private clockStart: { at: number; timestamp: number } | null = null;
   private lastFrameSamples = 0;
+  /** The timestamp of the key event being sent (its first frame's), until its last end packet. */
+  private eventTimestamp: number | null = null;
 
   /** One datagram; a bad address or port (the peer's to choose) is never thrown out of here. */
   private transmit(socket: dgram.Socket, packet: Buffer, port: number): void {

@@ -98,16 +98,20 @@ export function answer(local: LocalMedia, chosen: Pick<Negotiated, 'codec' | 'pa
   return description(local, rtp, payloads, fmtp, answerDirection(chosen.direction), chosen.declined, chosen.audioIndex);
 }
 
-/** Our offer for a call we place: PCMU, PCMA and telephone-event (101). */
-export function offer(local: LocalMedia): string {
+/**
+ * Our offer for a call we place: PCMU, PCMA and telephone-event (101); `first` puts one codec
+ * first (an operator's leg offers the caller's, so that the two legs can be relayed as they are).
+ */
+export function offer(local: LocalMedia, first: G711 = 'PCMU'): string {
+  const codecs = [
+    { payload: 0, codec: 'PCMU', rate: 8000 },
+    { payload: 8, codec: 'PCMA', rate: 8000 },
+  ];
+  if (first === 'PCMA') codecs.reverse();
   return description(
     local,
-    [
-      { payload: 0, codec: 'PCMU', rate: 8000 },
-      { payload: 8, codec: 'PCMA', rate: 8000 },
-      { payload: 101, codec: 'telephone-event', rate: 8000 },
-    ],
-    [0, 8, 101],
+    [...codecs, { payload: 101, codec: 'telephone-event', rate: 8000 }],
+    [...codecs.map((c) => c.payload), 101],
     [{ payload: 101, config: '0-16' }],
   );
 }

@@ -22,6 +22,7 @@ import { header, randomToken, tagOf, type SipRequest } from './message.js';
 import { SipMetrics } from './metrics.js';
 import { RtpPorts } from './rtp.js';
 import { sipTransport } from './transport.js';
+import { OperatorDialler } from './operator-dial.js';
 import { TrunkGuard } from './trunk-guard.js';
 
 export { calledNumber, SIP_REALM } from './inbound.js';
@@ -52,9 +53,14 @@ export class SipTelephony implements OutboundCarrier {
   private readonly dialogs: Dialogs;
   private readonly inbound: InboundInvites;
   private readonly dialler: SipDialler;
+  /** Warm transfers' operators (./operator-dial.ts); web calls dial theirs through it too. */
+  readonly operators: OperatorDialler;
   private readonly log: Logger;
+  /** Whether new calls are taken (a draining process answers OPTIONS 503). */
+  private readonly accepting: () => boolean;
 
   constructor(o: SipTelephonyOptions) {
+    this.accepting = () => o.calls.isAccepting();
     this.log = o.logger.child({ component: 'calls', transport: 'sip' });
     const metrics = new SipMetrics(o.registry);
     const ports = new RtpPorts(o.rtpPortMin, o.rtpPortMax);
@@ -77,8 +83,9 @@ export class SipTelephony implements OutboundCarrier {
       metrics,
       log,
       transportFor: (dialog, record) =>
-        sipTransport(dialog, record, { dialogs: this.dialogs, store: o.store, watcher: o.watcher, liveness: o.liveness, publicAddress: endpoint.publicAddress, log }),
+        sipTransport(dialog, record, { dialogs: this.dialogs, store: o.store, watcher: o.watcher, liveness: o.liveness, publicAddress: endpoint.publicAddress, log, operators: this.operators }),
     });
+    this.operators = new OperatorDialler({ endpoint, dialogs: this.dialogs, ports, watcher: o.watcher, liveness: o.liveness, host: o.host, log });
     const guard = new TrunkGuard(log);
     this.inbound = new InboundInvites({ calls: o.calls, store: o.store, dialogs: this.dialogs, guard, ports, metrics, log, host: o.host, ...(o.onUnavailable ? { onUnavailable: o.onUnavailable } : {}) });
     this.dialler = new SipDialler({ endpoint, dialogs: this.dialogs, ports, calls: o.calls, log, host: o.host, outboundCalls: () => this.outboundCalls() });
@@ -108,6 +115,8 @@ export class SipTelephony implements OutboundCarrier {
       case 'BYE':
         return this.dialogs.byeReceived(tx, inDialog);
       case 'OPTIONS':
+        // a dispatcher's health check (deploy/kamailio): a draining process takes no new calls
+        if (!this.accepting()) return void tx.respond(503, 'Service Unavailable', randomToken(), [['retry-after', '5']]);
         return void tx.respond(200, 'OK', randomToken(), [
           ['allow', ALLOW],
           ['accept', 'application/sdp'],

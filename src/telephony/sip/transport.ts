@@ -1,9 +1,10 @@
 /**
- * A SIP call's `CallTransport`: what the call layer sees of a dialog. Its audio goes out as RTP,
- * its marks are played by the clock (RTP has none: audio counts as played once its time has
- * passed at the far end), `clear` drops what was not sent, the hang-up is a BYE and the transfer
- * a REFER. It also watches the dialog's RTP: a keep-alive frame while the assistant is silent,
- * and the far end gone after the liveness limit without its packets.
+ * A SIP call's `CallTransport`: what the call layer sees of a dialog. Its audio goes out as RTP
+ * (the keys the model presses as RFC 4733 telephone-events), its marks are played by the clock
+ * (RTP has none: audio counts as played once its time has passed at the far end), `clear` drops
+ * what was not sent, the hang-up is a BYE and the transfer a REFER. It also watches the dialog's
+ * RTP: a keep-alive frame while the assistant is silent, and the far end gone after the liveness
+ * limit without its packets.
  */
 import { SipTransferError } from './errors.js';
 import type { Logger } from 'pino';
@@ -14,6 +15,9 @@ import type { MediaLiveness, StreamWatcher } from '../liveness.js';
 import { parseSipProxy } from './addresses.js';
 import type { Dialog, Dialogs } from './dialogs.js';
 import { parseUri } from './message.js';
+import { OperatorDialError } from '../../calls/operator-leg.js';
+import { bridgeDialogs } from './bridge.js';
+import type { OperatorDialler } from './operator-dial.js';
 
 /** How long after the last audio frame we sent the far end has played it (its jitter buffer). */
 const PLAYOUT_MS = 60;
@@ -29,11 +33,15 @@ export interface SipTransportOptions {
   /** Our address, in a REFER's Referred-By. */
   publicAddress: string;
   log: Logger;
+  /** Warm transfers' operators, dialled through the account's trunk (./operator-dial.ts). */
+  operators?: OperatorDialler;
 }
 
 export function sipTransport(dialog: Dialog, record: CallRecord, o: SipTransportOptions): CallTransport {
   const { dialogs } = o;
   let audioEndsAt = 0;
+  /** Joined to a warm transfer's operator: the call's own audio no longer goes to the caller. */
+  let joined = false;
   const marks = new Map<NodeJS.Timeout, string>();
   const call = () => dialog.call;
   const played = (timer: NodeJS.Timeout) => {
@@ -62,10 +70,17 @@ export function sipTransport(dialog: Dialog, record: CallRecord, o: SipTransport
     kind: 'sip',
     audioFormat: MULAW_8K,
     sendAudio: (frame) => {
-      if (dialog.ended) return;
+      if (dialog.ended || joined) return;
       const now = performance.now();
       audioEndsAt = Math.max(audioEndsAt, now) + (frame.length / 8);
       dialog.rtp.send(frame);
+    },
+    // keys the model pressed: RFC 4733 telephone-events in their frames' slots (the tone, for a
+    // peer that negotiated no telephone-event)
+    sendKeyFrame: (key, frame) => {
+      if (dialog.ended) return;
+      audioEndsAt = Math.max(audioEndsAt, performance.now()) + frame.length / 8;
+      dialog.rtp.sendKey(key, frame);
     },
     // RTP has no marks: the audio before one has played once its time has passed at the far end
     mark: (name) => {
@@ -97,6 +112,25 @@ export function sipTransport(dialog: Dialog, record: CallRecord, o: SipTransport
         throw new SipTransferError(`sip: the far end refused the transfer (REFER answered ${response.status} ${response.reason})`, response.status);
       }
       o.log.info({ callId: record.id, referTo }, 'transfer taken by the far end (REFER accepted)');
+    },
+    dialOperator: async (destination, options) => {
+      const operators = o.operators;
+      if (!operators) throw new OperatorDialError('failed', 'sip: operators cannot be dialled from this process');
+      const account = await o.store.account.get(record.organization_id);
+      const trunk = account.sip?.outbound;
+      if (!trunk) throw new OperatorDialError('failed', 'sip: the account has no SIP trunk to dial the operator through (PATCH /account with sip.outbound)');
+      return operators.dial({
+        trunk,
+        destination,
+        options,
+        callId: record.id,
+        codec: dialog.negotiated.codec,
+        join: async (operator, tap) => {
+          if (dialog.ended) throw new Error('the caller hung up before the join');
+          joined = true;
+          return bridgeDialogs(dialog, operator, { dialogs, watcher: o.watcher, liveness: o.liveness, log: o.log, tap });
+        },
+      });
     },
     close: () => {
       void dialogs.bye(dialog).finally(() => dialogs.release(dialog));

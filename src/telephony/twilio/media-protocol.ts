@@ -3,7 +3,7 @@
  * `dtmf`, `stop`) parsed without ever throwing, and the ones we send (`media`, `mark`, `clear`).
  */
 import { z } from 'zod';
-import { FRAME_BYTES } from '../../calls/outbound.js';
+import { batchedMediaSender, type MediaSender } from '../media-sender.js';
 
 const Connected = z.object({ event: z.literal('connected'), protocol: z.string().optional(), version: z.string().optional() });
 const Start = z.object({
@@ -94,43 +94,12 @@ export function mediaAudio(b: Buffer): Buffer | null {
 
 const MEDIA_TAIL = Buffer.from('"}}');
 
-/** A stream's outbound audio as `media` messages of several frames (`mediaSender`). */
-export interface MediaSender {
-  /** A 20 ms frame: held until the message is whole, then sent (a frame too long to hold goes alone). */
-  frame(frame: Buffer): void;
-  /** Sends the frames held, if any, as a shorter message. */
-  flush(): void;
-  /** Forgets the frames held (a `clear` drops them with what the far end buffered). */
-  drop(): void;
-}
-
 /**
  * Outbound audio as `media` messages of up to `framesPerMessage` frames of 160 bytes each, handed
  * to `send` as bytes (a text frame's payload); see `docs/transports.md`, "Frames to a message".
  */
 export function mediaSender(streamSid: string, framesPerMessage: number, send: (message: Buffer) => void): MediaSender {
-  const media = mediaMessages(streamSid);
-  const held = Buffer.allocUnsafe(Math.max(1, framesPerMessage) * FRAME_BYTES);
-  let heldBytes = 0;
-  const flush = () => {
-    if (heldBytes === 0) return;
-    const bytes = heldBytes;
-    heldBytes = 0;
-    send(media(held.subarray(0, bytes)));
-  };
-  return {
-    frame(frame) {
-      if (heldBytes + frame.length > held.length) flush();
-      if (frame.length > held.length) return send(media(frame));
-      frame.copy(held, heldBytes);
-      heldBytes += frame.length;
-      if (heldBytes === held.length) flush();
-    },
-    flush,
-    drop() {
-      heldBytes = 0;
-    },
-  };
+  return batchedMediaSender(framesPerMessage, mediaMessages(streamSid), send);
 }
 
 /**

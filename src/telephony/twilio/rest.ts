@@ -25,8 +25,10 @@ export class TwilioRestError extends SwitchboardError {
 export interface PlaceCall {
   to: string;
   from: string;
-  /** Twilio asks it for the call's TwiML once the callee answers. */
-  url: string;
+  /** Twilio asks it for the call's TwiML once the callee answers (or `twiml` is the call's TwiML). */
+  url?: string;
+  /** The call's TwiML, given at once instead of a `url` (a warm transfer's operator leg). */
+  twiml?: string;
   /** Signed progress callbacks: initiated, ringing, answered, completed. */
   statusCallback: string;
   /** Seconds to ring before `no-answer`. */
@@ -44,6 +46,8 @@ export interface TwilioRest {
   transfer(credentials: TwilioCredentials, callSid: string, destination: string, callerId?: string): Promise<void>;
   /** Ends the call. */
   hangUp(credentials: TwilioCredentials, callSid: string): Promise<void>;
+  /** Replaces the call's TwiML (its stream ends): a warm transfer moves both legs into a `<Conference>`. */
+  redirect(credentials: TwilioCredentials, callSid: string, twiml: string): Promise<void>;
 }
 
 export function createTwilioRest(baseUrl: string, timeoutMs = 10_000): TwilioRest {
@@ -86,8 +90,7 @@ export function createTwilioRest(baseUrl: string, timeoutMs = 10_000): TwilioRes
       const form = new URLSearchParams({
         To: call.to,
         From: call.from,
-        Url: call.url,
-        Method: 'POST',
+        ...(call.twiml !== undefined ? { Twiml: call.twiml } : { Url: call.url ?? '', Method: 'POST' }),
         StatusCallback: call.statusCallback,
         StatusCallbackMethod: 'POST',
         Timeout: String(call.timeoutSeconds),
@@ -115,5 +118,6 @@ export function createTwilioRest(baseUrl: string, timeoutMs = 10_000): TwilioRes
     transfer: (credentials, callSid, destination, callerId) =>
       updateCall(credentials, callSid, { Twiml: dialTwiml(destination, callerId) }),
     hangUp: (credentials, callSid) => updateCall(credentials, callSid, { Status: 'completed' }),
+    redirect: (credentials, callSid, twiml) => updateCall(credentials, callSid, { Twiml: twiml }),
   };
 }

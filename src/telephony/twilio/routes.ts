@@ -8,6 +8,7 @@ import { WebSocketServer } from 'ws';
 import { parseForm } from './signature.js';
 import { upgradeRoute } from '../upgrades.js';
 import { AMD_PATH, ANSWER_PATH, MEDIA_PATH, STATUS_PATH, VOICE_PATH, type TwilioTelephony } from './transport.js';
+import { OPERATOR_MEDIA_PATH, OPERATOR_STATUS_PATH } from './operator.js';
 
 export { AMD_PATH, ANSWER_PATH, MEDIA_PATH, STATUS_PATH, VOICE_PATH } from './transport.js';
 /** Twilio's voice webhook form is a few KiB; the route refuses more (413 naming this limit). */
@@ -45,12 +46,18 @@ export async function twilioRoutes(app: FastifyInstance, opts: { twilio: TwilioT
     formRoute(ANSWER_PATH, (url, params, signature) => opts.twilio.answer(url, params, signature));
     formRoute(STATUS_PATH, (url, params, signature) => opts.twilio.status(url, params, signature));
     formRoute(AMD_PATH, (url, params, signature) => opts.twilio.machineDetection(url, params, signature));
+    formRoute(OPERATOR_STATUS_PATH, (url, params, signature) => opts.twilio.operators.status(url, params, signature));
   });
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
   upgradeRoute(app, MEDIA_PATH, (request, socket, head) => {
     wss.handleUpgrade(request, socket, head, (ws) => {
       opts.twilio.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
+    });
+  });
+  upgradeRoute(app, OPERATOR_MEDIA_PATH, (request, socket, head) => {
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      opts.twilio.operators.attachMedia(ws, request.socket.remoteAddress ?? 'unknown');
     });
   });
   app.addHook('onClose', async () => {

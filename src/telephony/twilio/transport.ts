@@ -20,6 +20,7 @@ import { clearMessage, markMessage, mediaAudio, mediaSender, parseTwilioMessage 
 import { TwilioRestError, type TwilioRest } from './rest.js';
 import { verifyTwilioSignature, type FormParams } from './signature.js';
 import { connectStreamTwiml, hangupTwiml, rejectTwiml } from './twiml.js';
+import { TwilioOperators } from './operator.js';
 import { callError, ErrorCodes, type CallError } from '../../errors.js';
 
 export const VOICE_PATH = '/telephony/twilio/voice';
@@ -75,9 +76,12 @@ export class TwilioTelephony implements OutboundCarrier {
   private readonly log: Logger;
   /** Set once outbound calls are wired (the runtime makes them after the transport). */
   outbound: OutboundCalls | null = null;
+  /** Warm transfers' operators (./operator.ts). */
+  readonly operators: TwilioOperators;
 
   constructor(private readonly o: TwilioTelephonyOptions) {
     this.log = o.logger.child({ component: 'calls', transport: 'twilio' });
+    this.operators = new TwilioOperators({ rest: o.rest, store: o.store, publicUrl: o.publicUrl, log: this.log });
   }
 
   // ------------------------------------------------------------------------------------------
@@ -285,6 +289,11 @@ export class TwilioTelephony implements OutboundCarrier {
       unwatch = null;
     };
     const toCall = callRunner(() => call);
+    /** Moved into a warm transfer's conference: the stream's end is no hang-up. */
+    let moved = false;
+    const hungUp = () => {
+      if (!moved) toCall('hang-up', (c) => c.callerHungUp());
+    };
     const monitor = socketMonitor({
       ws,
       liveness,
@@ -322,12 +331,12 @@ export class TwilioTelephony implements OutboundCarrier {
           clearTimeout(startTimer);
           streamSid = m.streamSid;
           const params = m.start.customParameters ?? {};
-          void this.o.calls.connect(params.call_id ?? '', params.token ?? '', (record) => this.transport(ws, record, streamSid, marks, stopWatching)).then(
+          void this.o.calls.connect(params.call_id ?? '', params.token ?? '', (record) => this.transport(ws, record, streamSid, marks, stopWatching, (to) => (moved = to))).then(
             (c) => {
               if (!c) return refuse('unknown call or wrong token');
               call = c;
               monitor.started();
-              if (ws.readyState !== ws.OPEN) return toCall('hang-up', (x) => x.callerHungUp());
+              if (ws.readyState !== ws.OPEN) return hungUp();
               unwatch = this.o.watcher.watch(check);
             },
             (err: Error) => {
@@ -349,20 +358,21 @@ export class TwilioTelephony implements OutboundCarrier {
           toCall('key press', (c) => c.dtmf(m.dtmf.digit));
           return;
         case 'stop':
-          toCall('hang-up', (c) => c.callerHungUp());
+          hungUp();
           return;
       }
     });
     ws.on('close', () => {
       stopWatching();
-      toCall('hang-up', (c) => c.callerHungUp());
+      hungUp();
     });
     ws.on('error', () => undefined);
   }
 
   /** The `CallTransport` of one media stream: μ-law 8 kHz both ways, as Twilio carries it. */
-  private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void): CallTransport {
-    const open = () => ws.readyState === ws.OPEN;
+  private transport(ws: WebSocket, record: CallRecord, streamSid: string, marks: PendingMarks, stopWatching: () => void, onMoved: (moved: boolean) => void): CallTransport {
+    let moved = false;
+    const open = () => ws.readyState === ws.OPEN && !moved;
     const media = mediaSender(streamSid, FRAMES_PER_MESSAGE, (message) => {
       if (open()) ws.send(message, { binary: false });
     });
@@ -385,9 +395,24 @@ export class TwilioTelephony implements OutboundCarrier {
       },
       hangUp: () => this.control(record, (creds, sid) => this.o.rest.hangUp(creds, sid)),
       transfer: (destination) => this.control(record, (creds, sid, from) => this.o.rest.transfer(creds, sid, destination, from)),
+      // a warm transfer: the operator through the REST API; the join moves this call into the conference
+      dialOperator: (destination, options) =>
+        this.operators.dial(record, destination, options, async (twiml) => {
+          moved = true;
+          onMoved(true);
+          try {
+            await this.control(record, (creds, sid) => this.o.rest.redirect(creds, sid, twiml));
+          } catch (err) {
+            // still ours: the call goes on here
+            moved = false;
+            onMoved(false);
+            throw err;
+          }
+          stopWatching();
+        }),
       close: () => {
         stopWatching();
-        if (open()) ws.close(1000, 'call ended');
+        if (ws.readyState === ws.OPEN) ws.close(1000, 'call ended');
       },
     };
   }

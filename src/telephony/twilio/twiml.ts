@@ -26,3 +26,11 @@ export function dialTwiml(destination: string, callerId?: string): string {
 export function hangupTwiml(): string {
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>`;
 }
+
+/**
+ * A warm transfer's join: the call goes into the conference `name` (the call's id); it ends when
+ * either party leaves, so neither stays alone in it.
+ */
+export function conferenceTwiml(name: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial><Conference startConferenceOnEnter="true" endConferenceOnExit="true" beep="false">${escapeXml(name)}</Conference></Dial></Response>`;
+}

@@ -17,6 +17,11 @@ import { refuseUpgrade } from '../upgrades.js';
 import { AudioBudget, CLOSE_REASON, DROPPED_MESSAGE } from './audio-budget.js';
 import { checkAudio, MAX_MESSAGE_BYTES, observationMessage, parseBrowserMessage, WEB_SAMPLE_RATE } from './protocol.js';
 import { callError, ErrorCodes } from '../../errors.js';
+import type { Store } from '../../store/index.js';
+import type { MediaLiveness } from '../liveness.js';
+import type { OperatorDialler } from '../sip/operator-dial.js';
+import { dialWebOperator, type BrowserRelayLink } from './operator.js';
+import type { OperatorDialOptions } from '../../calls/operator-leg.js';
 
 export const WEB_STREAM_PATH = '/calls/web/stream';
 /** `<call id>.<secret>`, as `CallService.openWeb` makes it. */
@@ -26,6 +31,8 @@ export interface WebTelephonyOptions {
   calls: CallService;
   logger: Logger;
   watcher: StreamWatcher;
+  /** Warm transfers: the account's trunk, and the SIP side that dials through it (null: SIP off). */
+  operators?: { store: Store; dialler(): OperatorDialler | null; liveness: MediaLiveness };
 }
 
 export class WebTelephony {
@@ -151,6 +158,7 @@ export class WebTelephony {
         }
         if (verdict === 'drop') return budget.tellNow() ? tell(DROPPED_MESSAGE) : undefined;
         monitor.media();
+        if (link.relay) return link.relay.audio(buffer);
         return toCall.audio(buffer);
       }
       const parsed = parseBrowserMessage(buffer.toString('utf8'));
@@ -161,8 +169,10 @@ export class WebTelephony {
           if (link.marks.answered(m.name)) toCall('mark', (c) => c.played(m.name));
           return;
         case 'dtmf':
+          if (link.relay) return link.relay.dtmf(m.digit);
           return toCall('key press', (c) => c.dtmf(m.digit));
         case 'hangup':
+          if (link.relay) return link.relay.hungUp();
           return toCall('hang-up', (c) => c.callerHungUp());
       }
     };
@@ -178,7 +188,9 @@ export class WebTelephony {
     ws.on('pong', () => monitor.pong());
     ws.on('close', () => {
       link.stopWatching();
-      toCall('hang-up', (c) => c.callerHungUp());
+      link.left = true;
+      if (link.relay) link.relay.hungUp();
+      else toCall('hang-up', (c) => c.callerHungUp());
     });
     ws.on('error', () => undefined);
 
@@ -202,10 +214,22 @@ export class WebTelephony {
 
   /** The `CallTransport` of one browser: 16 kHz PCM both ways, marks echoed by the page. */
   private transport(link: BrowserLink, record: CallRecord): CallTransport {
+    const audioFormat = { encoding: 'pcm16' as const, sampleRate: WEB_SAMPLE_RATE };
+    const operators = this.o.operators;
+    // joined to an operator: their audio reaches the browser, not the call's
+    const relayLink: BrowserRelayLink = {
+      relayTo: (relay) => {
+        link.relay = relay;
+      },
+      send: (pcm) => void link.send(pcm, true),
+      get gone() {
+        return link.left || link.closed;
+      },
+    };
     return {
       kind: 'web',
-      audioFormat: { encoding: 'pcm16', sampleRate: WEB_SAMPLE_RATE },
-      sendAudio: (frame) => void link.send(frame, true),
+      audioFormat,
+      sendAudio: (frame) => void (link.relay ? undefined : link.send(frame, true)),
       mark: (name) => {
         if (link.send(JSON.stringify({ type: 'mark', name }))) link.marks.sent(name);
       },
@@ -217,6 +241,20 @@ export class WebTelephony {
         this.log.info({ callId: record.id, destination }, 'web call reached a transfer: nothing is dialled');
         link.send(JSON.stringify({ type: 'transfer', destination }));
       },
+      // a warm transfer: through the account's SIP trunk, relayed here (./operator.ts)
+      ...(operators
+        ? {
+            dialOperator: (destination: string, options: OperatorDialOptions) =>
+              dialWebOperator(
+                { store: operators.store, operators: () => operators.dialler(), watcher: this.o.watcher, liveness: operators.liveness, log: this.log },
+                record,
+                audioFormat,
+                relayLink,
+                destination,
+                options,
+              ),
+          }
+        : {}),
       close: () => link.close(),
       observe: (event: CallObservation) => void link.send(observationMessage(event)),
     };
@@ -232,7 +270,7 @@ export class WebTelephony {
  * What `ws` would refuse of the handshake itself (its own checks, the same ones), found before the
  * token is used up and the call started; null when it will take it.
  */
-function handshakeProblem(request: IncomingMessage): string | null {
+export function handshakeProblem(request: IncomingMessage): string | null {
   if (request.method !== 'GET') return 'the method must be GET';
   if (request.headers.upgrade?.toLowerCase() !== 'websocket') return 'the Upgrade header must be websocket';
   if (!/^[+/0-9A-Za-z]{22}==$/.test(request.headers['sec-websocket-key'] ?? '')) return 'a missing or invalid Sec-WebSocket-Key header';
@@ -253,6 +291,10 @@ class BrowserLink {
   private unwatch: (() => void) | null = null;
   /** The call closed its media. */
   closed = false;
+  /** The browser closed its socket. */
+  left = false;
+  /** Set while a warm transfer's operator is joined: the browser's audio, keys and hang-up go there. */
+  relay: { audio(pcm: Buffer): void; dtmf(digit: string): void; hungUp(): void } | null = null;
 
   /** Sends (or keeps until the socket is there); false when it can no longer go out. */
   send(data: string | Buffer, binary = false): boolean {
