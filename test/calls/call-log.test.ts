@@ -33,6 +33,7 @@ import {
   sandboxAssistant,
   startFakeTwilioRest,
   type FakeTwilioRest,
+  intoBooking,
 } from '../helpers/calls.js';
 import { availableDbKinds, createTestDb, type DbKind, type TestDb } from '../helpers/db.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -379,10 +380,7 @@ describe.each(availableDbKinds())('the call log across a restart on %s', (kind) 
     const call = caller(rows[0]!.number);
     const callId = callIdOf(await call.dial());
     try {
-      await call.hear('Acme Dental');
-      await call.quiet();
-      await call.say('I would like to book an appointment please.');
-      await call.hear('book your appointment');
+      await intoBooking(call);
       const listed = await eventually('the live call in GET /calls with its transcript so far', async () => {
         const c = (await server!.api('/calls', key)).json.calls[0];
         return c?.id === callId && c.transcript.includes('Caller: I would like to book') ? c : null;

@@ -30,6 +30,7 @@ import {
   silenceReminders,
   startCallingServer,
   type CallingServer,
+  throughFrontDesk,
 } from '../helpers/calls.js';
 
 let s: CallingServer;
@@ -110,15 +111,7 @@ describe('a sandbox call through a workflow', () => {
     const call = s.caller(number);
     const outcome = await call.dial();
     expect(outcome.kind).toBe('connected');
-    await call.hear('Acme Dental');
-    await call.quiet();
-    await call.say('I would like to book an appointment please.');
-    await call.hear('Sure thing');
-    await call.hear('book your appointment');
-    await call.quiet();
-    await call.say('That is all, I am finished, goodbye.');
-    await call.hear('goodbye');
-    await call.ended();
+    await throughFrontDesk(call);
 
     const callId = outcome.kind === 'connected' ? outcome.callId : '';
     await s.receiver.waitForRequests(4, 10_000);
@@ -259,8 +252,8 @@ const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => 
   await eventually(what, probe, timeoutMs, 20);
 };
 
-describe('barge-in (realtime call, OpenAI Realtime wire-protocol fake)', () => {
-  // this describe's server runs on the fake (OPENAI_API_BASE), one per test
+describe('a realtime call on the OpenAI Realtime wire-protocol fake', () => {
+  // the server runs on the fake (OPENAI_API_BASE), one of each per test
   let fake: FakeOpenAiRealtime | null = null;
   let s: CallingServer | null = null;
   afterEach(async () => {
@@ -270,51 +263,131 @@ describe('barge-in (realtime call, OpenAI Realtime wire-protocol fake)', () => {
     fake = null;
   });
 
-  async function setUp(script: FakeRealtimeScript) {
-    fake = await startFakeOpenAiRealtime(script);
-    s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
-    const { number } = await s.setUpNumber({
-      assistant: { name: 'OpenAI receptionist', llm_config: { provider: 'openai-realtime' } },
-      definition: frontDesk,
-    });
-    return { fake, s, call: s.caller(number) };
-  }
+  describe('barge-in', () => {
 
-  it('on speech over the assistant audio: clear to the caller, response.cancel and conversation.item.truncate to the model', async () => {
-    const { fake, s, call } = await setUp({
-      // a 3 s first line; server VAD hears the caller about 1 s in, and (interrupt_response: false) cuts nothing
-      responses: [{ audio: tone(24_000), transcript: 'Hello, this is Acme Dental, the friendliest dentist in town, how can I help you today?' }],
-      turns: [{ afterAudioBytes: 8_000, speechStops: false }],
-    });
-    const outcome = await call.dial();
-    expect(outcome.kind).toBe('connected');
-    // the caller speaks once some of the line has played: the call's detector cuts it after interruption_min_duration
-    await until(() => call.frameTimes.length > 50, 'a second of the first line');
-    const speech = VAD_FIXTURES.find((f) => f.file === 'speech-booking.wav')!;
-    void call.play(speech.mulaw, 'speech');
-    await fake.waitForEvent('response.cancel', 1, 10_000);
-    const truncate = await fake.waitForEvent('conversation.item.truncate', 1, 5_000);
-    await until(() => call.clears.length > 0, 'a clear');
-    expect(truncate.content_index).toBe(0);
-    expect(String(truncate.item_id)).toMatch(/^item_/);
-    // what the caller heard, from the echoed marks: some of the line, not all of it
-    expect(truncate.audio_end_ms).toBeGreaterThan(200);
-    expect(truncate.audio_end_ms).toBeLessThan(2_000);
-    // no further audio of the cut line reaches the caller
-    const framesAtClear = call.frameTimes.filter((t) => t <= call.clears[0]!).length;
-    await new Promise((r) => setTimeout(r, 300));
-    expect(call.frameTimes.length - framesAtClear).toBeLessThanOrEqual(1);
-    // the truncate is valid for the fake (no error came back about it)
-    await call.hangUp();
-    const callId = outcome.kind === 'connected' ? outcome.callId : '';
-    await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    const first = report.messages[0];
-    expect(first.role).toBe('assistant');
-    expect('Hello, this is Acme Dental.'.startsWith(first.content)).toBe(true);
-    expect(first.content.length).toBeLessThan('Hello, this is Acme Dental.'.length);
-  }, 60_000);
+    async function setUp(script: FakeRealtimeScript) {
+      fake = await startFakeOpenAiRealtime(script);
+      s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
+      const { number } = await s.setUpNumber({
+        assistant: { name: 'OpenAI receptionist', llm_config: { provider: 'openai-realtime' } },
+        definition: frontDesk,
+      });
+      return { fake, s, call: s.caller(number) };
+    }
+
+    it('on speech over the assistant audio: clear to the caller, response.cancel and conversation.item.truncate to the model', async () => {
+      const { fake, s, call } = await setUp({
+        // a 3 s first line; server VAD hears the caller about 1 s in, and (interrupt_response: false) cuts nothing
+        responses: [{ audio: tone(24_000), transcript: 'Hello, this is Acme Dental, the friendliest dentist in town, how can I help you today?' }],
+        turns: [{ afterAudioBytes: 8_000, speechStops: false }],
+      });
+      const outcome = await call.dial();
+      expect(outcome.kind).toBe('connected');
+      // the caller speaks once some of the line has played: the call's detector cuts it after interruption_min_duration
+      await until(() => call.frameTimes.length > 50, 'a second of the first line');
+      const speech = VAD_FIXTURES.find((f) => f.file === 'speech-booking.wav')!;
+      void call.play(speech.mulaw, 'speech');
+      await fake.waitForEvent('response.cancel', 1, 10_000);
+      const truncate = await fake.waitForEvent('conversation.item.truncate', 1, 5_000);
+      await until(() => call.clears.length > 0, 'a clear');
+      expect(truncate.content_index).toBe(0);
+      expect(String(truncate.item_id)).toMatch(/^item_/);
+      // what the caller heard, from the echoed marks: some of the line, not all of it
+      expect(truncate.audio_end_ms).toBeGreaterThan(200);
+      expect(truncate.audio_end_ms).toBeLessThan(2_000);
+      // no further audio of the cut line reaches the caller
+      const framesAtClear = call.frameTimes.filter((t) => t <= call.clears[0]!).length;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(call.frameTimes.length - framesAtClear).toBeLessThanOrEqual(1);
+      // the truncate is valid for the fake (no error came back about it)
+      await call.hangUp();
+      const callId = outcome.kind === 'connected' ? outcome.callId : '';
+      await until(() => receivedMessages(s.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+      const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+      expect(report.ended_reason).toBe('customer-ended-call');
+      const first = report.messages[0];
+      expect(first.role).toBe('assistant');
+      expect('Hello, this is Acme Dental.'.startsWith(first.content)).toBe(true);
+      expect(first.content.length).toBeLessThan('Hello, this is Acme Dental.'.length);
+    }, 60_000);
+  });
+
+  describe('silence', () => {
+
+    it('a caller transcript that comes after the reply resets the silence count: the next reminder is the first, after first_check_seconds', async () => {
+      // Timeline: "Hi." → 1 s → reminder 1 → 3 s → reminder 2 → the caller speaks 1 s after reminder 2
+      // was asked for (counted in caller audio, whatever the call's start-up took), the reply plays,
+      // and OpenAI's transcript of the caller arrives 1.5 s after the turn.
+      fake = await startFakeOpenAiRealtime({
+        responses: [
+          { audio: tone(800), transcript: 'Hi.' },
+          { audio: tone(800), transcript: 'Are you still there?' },
+          { audio: tone(800), transcript: 'Hello, can you hear me?' },
+          { audio: tone(800), transcript: 'Are you still there?' },
+        ],
+        turns: [
+          {
+            afterResponses: 3,
+            afterAudioBytes: 8_000, // 1 s of caller audio (8 bytes per ms)
+            userTranscript: 'What are your opening hours?',
+            userTranscriptDelayMs: 1_500,
+            response: { audio: tone(800), transcript: 'We are open from nine to five.' },
+          },
+        ],
+      });
+      s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
+      const { number } = await s.setUpNumber({
+        assistant: {
+          name: 'OpenAI reminders',
+          llm_config: { provider: 'openai-realtime' },
+          first_message: 'Hi.',
+          speech_config: { silence: silenceReminders(3) },
+        },
+      });
+      const call = s.caller(number);
+      const outcome = await call.dial();
+      const callId = outcome.kind === 'connected' ? outcome.callId : '';
+      const f = fake;
+      const asked = async (n: number) => {
+        const event = await f.waitForEvent('response.create', n, 15_000);
+        return { at: Date.now(), instructions: (event.response as { instructions?: string } | undefined)?.instructions };
+      };
+      const hi = await asked(1);
+      const first = await asked(2);
+      const second = await asked(3);
+      await until(() => (f.connections[0]?.turns ?? 0) >= 1, 'the caller turn', 10_000);
+      const turnAt = Date.now();
+      const again = await asked(4);
+      // the reminder is played to the caller, then the caller hangs up
+      await until(() => (call.frameTimes.at(-1) ?? 0) > again.at, 'the reminder\'s audio', 5_000);
+      await call.quiet();
+      await call.hangUp();
+
+      expect([hi, first, second, again].map((r) => r.instructions)).toEqual([
+        'Say exactly: "Hi."',
+        'Say exactly: "Are you still there?"',
+        'Say exactly: "Hello, can you hear me?"',
+        'Say exactly: "Are you still there?"',
+      ]);
+      // first_check_seconds after the line was heard, then interval_seconds
+      expect(first.at - hi.at).toBeGreaterThanOrEqual(1_000);
+      expect(first.at - hi.at).toBeLessThan(2_500);
+      expect(second.at - first.at).toBeGreaterThanOrEqual(3_000);
+      expect(second.at - first.at).toBeLessThan(4_000);
+      expect(turnAt).toBeGreaterThan(second.at);
+      // the transcript (turn + 1.5 s) starts the count again: first_check_seconds (1 s), not interval_seconds (3 s)
+      expect(again.at - turnAt).toBeGreaterThanOrEqual(2_000);
+      expect(again.at - turnAt).toBeLessThan(3_500);
+
+      await until(() => receivedMessages(s!.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
+      const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
+      expect(report.ended_reason).toBe('customer-ended-call');
+      const lines = report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
+      expect(lines).toContain('user: What are your opening hours?');
+      expect(lines).toContain('assistant: We are open from nine to five.');
+      expect(lines.at(-1)).toBe('assistant: Are you still there?');
+    }, 60_000);
+  });
 });
 
 describe('silence (pipeline call)', () => {
@@ -357,92 +430,6 @@ describe('silence (pipeline call)', () => {
 
   // (no messages, the model writes the check-in: test/fast-calls/silence.test.ts on both kinds; the sandbox
   // model's check-in line: test/providers/sandbox-llm.test.ts)
-});
-
-describe('silence (realtime call, OpenAI Realtime wire-protocol fake)', () => {
-  // this describe's server runs on the fake (OPENAI_API_BASE)
-  let fake: FakeOpenAiRealtime | null = null;
-  let s: CallingServer | null = null;
-  afterEach(async () => {
-    await s?.close();
-    await fake?.close();
-    s = null;
-    fake = null;
-  });
-
-  it('a caller transcript that comes after the reply resets the silence count: the next reminder is the first, after first_check_seconds', async () => {
-    // Timeline: "Hi." → 1 s → reminder 1 → 3 s → reminder 2 → the caller speaks 1 s after reminder 2
-    // was asked for (counted in caller audio, whatever the call's start-up took), the reply plays,
-    // and OpenAI's transcript of the caller arrives 1.5 s after the turn.
-    fake = await startFakeOpenAiRealtime({
-      responses: [
-        { audio: tone(800), transcript: 'Hi.' },
-        { audio: tone(800), transcript: 'Are you still there?' },
-        { audio: tone(800), transcript: 'Hello, can you hear me?' },
-        { audio: tone(800), transcript: 'Are you still there?' },
-      ],
-      turns: [
-        {
-          afterResponses: 3,
-          afterAudioBytes: 8_000, // 1 s of caller audio (8 bytes per ms)
-          userTranscript: 'What are your opening hours?',
-          userTranscriptDelayMs: 1_500,
-          response: { audio: tone(800), transcript: 'We are open from nine to five.' },
-        },
-      ],
-    });
-    s = await startCallingServer({ OPENAI_API_BASE: fake.url, OPENAI_API_KEY: 'sk-test' });
-    const { number } = await s.setUpNumber({
-      assistant: {
-        name: 'OpenAI reminders',
-        llm_config: { provider: 'openai-realtime' },
-        first_message: 'Hi.',
-        speech_config: { silence: silenceReminders(3) },
-      },
-    });
-    const call = s.caller(number);
-    const outcome = await call.dial();
-    const callId = outcome.kind === 'connected' ? outcome.callId : '';
-    const f = fake;
-    const asked = async (n: number) => {
-      const event = await f.waitForEvent('response.create', n, 15_000);
-      return { at: Date.now(), instructions: (event.response as { instructions?: string } | undefined)?.instructions };
-    };
-    const hi = await asked(1);
-    const first = await asked(2);
-    const second = await asked(3);
-    await until(() => (f.connections[0]?.turns ?? 0) >= 1, 'the caller turn', 10_000);
-    const turnAt = Date.now();
-    const again = await asked(4);
-    // the reminder is played to the caller, then the caller hangs up
-    await until(() => (call.frameTimes.at(-1) ?? 0) > again.at, 'the reminder\'s audio', 5_000);
-    await call.quiet();
-    await call.hangUp();
-
-    expect([hi, first, second, again].map((r) => r.instructions)).toEqual([
-      'Say exactly: "Hi."',
-      'Say exactly: "Are you still there?"',
-      'Say exactly: "Hello, can you hear me?"',
-      'Say exactly: "Are you still there?"',
-    ]);
-    // first_check_seconds after the line was heard, then interval_seconds
-    expect(first.at - hi.at).toBeGreaterThanOrEqual(1_000);
-    expect(first.at - hi.at).toBeLessThan(2_500);
-    expect(second.at - first.at).toBeGreaterThanOrEqual(3_000);
-    expect(second.at - first.at).toBeLessThan(4_000);
-    expect(turnAt).toBeGreaterThan(second.at);
-    // the transcript (turn + 1.5 s) starts the count again: first_check_seconds (1 s), not interval_seconds (3 s)
-    expect(again.at - turnAt).toBeGreaterThanOrEqual(2_000);
-    expect(again.at - turnAt).toBeLessThan(3_500);
-
-    await until(() => receivedMessages(s!.receiver, 'end-of-call-report').some((m) => m.call.id === callId), 'the report');
-    const report = receivedMessages(s.receiver, 'end-of-call-report').find((m) => m.call.id === callId);
-    expect(report.ended_reason).toBe('customer-ended-call');
-    const lines = report.messages.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
-    expect(lines).toContain('user: What are your opening hours?');
-    expect(lines).toContain('assistant: We are open from nine to five.');
-    expect(lines.at(-1)).toBe('assistant: Are you still there?');
-  }, 60_000);
 });
 
 describe('DTMF', () => {

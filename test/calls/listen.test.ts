@@ -36,6 +36,7 @@ import {
   startFakeTwilioRest,
   type CallingServer,
   type FakeTwilioRest,
+  intoBooking,
 } from '../helpers/calls.js';
 
 /** A listener's socket: every binary frame and JSON event, and when it opened and closed. */
@@ -108,10 +109,7 @@ async function inProgress(app: FastifyInstance, key: string, callId: string): Pr
 
 /** The call goes into the booking node and the caller hangs up. */
 async function bookAndHangUp(call: SimulatedCall): Promise<void> {
-  await call.hear('Acme Dental');
-  await call.quiet();
-  await call.say('I would like to book an appointment please.');
-  await call.hear('book your appointment');
+  await intoBooking(call);
   await call.quiet();
   await call.hangUp();
 }

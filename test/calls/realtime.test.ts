@@ -5,7 +5,7 @@
  * test/calls/in-call.test.ts.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { orderLookupNodes, receivedMessages, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually } from '../helpers/calls.js';
+import { orderLookupNodes, receivedMessages, toolResultAnswer, startCallingServer, type CallingServer, frontDesk, eventually, throughFrontDesk } from '../helpers/calls.js';
 import { startFakeOpenAiRealtime, type FakeOpenAiRealtime, type FakeRealtimeScript } from '../fakes/openai-realtime.js';
 
 const until = async (probe: () => boolean, what: string, timeoutMs = 10_000) => {
@@ -29,15 +29,7 @@ describe('a realtime call with the sandbox speech-to-speech provider', () => {
     const call = s.caller(number);
     const outcome = await call.dial();
     expect(outcome.kind).toBe('connected');
-    await call.hear('Acme Dental');
-    await call.quiet();
-    await call.say('I would like to book an appointment please.');
-    await call.hear('Sure thing');
-    await call.hear('book your appointment');
-    await call.quiet();
-    await call.say('That is all, I am finished, goodbye.');
-    await call.hear('goodbye');
-    await call.ended();
+    await throughFrontDesk(call);
 
     const callId = outcome.kind === 'connected' ? outcome.callId : '';
     await s.receiver.waitForRequests(4, 10_000);

@@ -43,6 +43,7 @@ import {
   type FakeTwilioRest,
   eventually,
   callIdOf,
+  intoBooking,
 } from '../helpers/calls.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { freePort } from '../../src/net.js';
@@ -104,10 +105,7 @@ const frontDesk = frontDeskWorkflow({ goodbyeFromGreeting: true });
 /** Dials, hears the greeting, asks for a booking and hears the booking node's first line. */
 async function callIntoBooking(call: SimulatedCall): Promise<string> {
   const callId = callIdOf(await call.dial());
-  await call.hear('Acme Dental');
-  await call.quiet();
-  await call.say('I would like to book an appointment please.');
-  await call.hear('book your appointment');
+  await intoBooking(call);
   return callId;
 }
 

@@ -18,6 +18,7 @@ import {
   startCallingServer,
   transferFlow,
   type CallingServer,
+  throughFrontDesk,
 } from '../helpers/calls.js';
 
 const API_KEY = 'KEY01890ABCDEF_switchboard_test';
@@ -66,15 +67,7 @@ describe('an inbound call', () => {
       client_state: Buffer.from(callId).toString('base64'),
     });
 
-    await call.hear('Acme Dental');
-    await call.quiet();
-    await call.say('I would like to book an appointment please.');
-    await call.hear('Sure thing');
-    await call.hear('book your appointment');
-    await call.quiet();
-    await call.say('That is all, I am finished, goodbye.');
-    await call.hear('goodbye');
-    await call.ended(20_000);
+    await throughFrontDesk(call, 20_000);
 
     // the assistant hung up through Call Control; Telnyx said so
     expect(call.commands.map((c) => c.action)).toEqual(['answer', 'hangup']);

@@ -13,6 +13,7 @@ import { createLogger } from '../../src/logger.js';
 import { createStore, type Store } from '../../src/store/index.js';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../src/runtime.js';
 import { SimulatedCall, type CallOutcome } from '../../src/sim/caller.js';
+import type { LegCaller } from '../../src/sim/leg-caller.js';
 import { startTwilioStandIn, type TwilioStandIn, type TwilioStandInOptions } from '../../src/sim/twilio.js';
 import { createPgliteCopy, createTestDb, defaultDbKind, type TestDb } from './db.js';
 import { startReceiver, type Receiver, type ReceiverScript } from './receiver.js';
@@ -291,6 +292,30 @@ export const longGreeting = {
 
 /** The front-desk workflow as most call tests use it (no goodbye from the greeting). */
 export const frontDesk = frontDeskWorkflow();
+
+/** On a front-desk call (`frontDeskWorkflow`): the greeting heard, a booking asked for, the booking node's first line heard. */
+export async function intoBooking(call: LegCaller): Promise<void> {
+  await call.hear('Acme Dental');
+  await call.quiet();
+  await call.say('I would like to book an appointment please.');
+  await call.hear('book your appointment');
+}
+
+/**
+ * A front-desk call walked to its end: the greeting, a booking (the edge's "Sure thing", the
+ * booking node's line), the goodbye, and the assistant's hang-up.
+ */
+export async function throughFrontDesk(call: LegCaller, endedTimeoutMs?: number): Promise<void> {
+  await call.hear('Acme Dental');
+  await call.quiet();
+  await call.say('I would like to book an appointment please.');
+  await call.hear('Sure thing');
+  await call.hear('book your appointment');
+  await call.quiet();
+  await call.say('That is all, I am finished, goodbye.');
+  await call.hear('goodbye');
+  await call.ended(endedTimeoutMs);
+}
 
 /** A greeting that hands the caller to a human agent on request (a transfer node). */
 export const transferFlow = {
