@@ -47,6 +47,19 @@ const CALLS_PARALLEL = [
   'test/console/dashboard.test.ts',
 ];
 
+/**
+ * The unit files that cannot share a worker process with others (`unit-isolated`, a fresh process
+ * each): what they check is the process itself, or they change something process-wide that a file
+ * after them would see. Every other unit file runs in `unit`, without isolation.
+ */
+const UNIT_ISOLATED = [
+  // patches ioredis's Redis.prototype.connect and counts every client of the process while a runtime starts
+  'test/redis.test.ts',
+  // start OpenTelemetry's Node SDK: its global tracer provider can be registered once a process
+  'test/observability/tracing-json.test.ts',
+  'test/observability/tracing-proto.test.ts',
+];
+
 /** vitest's default is one worker fewer than the cores: one on a 2-core machine, which made the unit project run a file at a time. */
 const WORKERS = Math.max(2, availableParallelism() - 1);
 
@@ -73,14 +86,21 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/calls/**', 'test/console/**', 'test/sip-harness/**'],
+          exclude: ['test/calls/**', 'test/console/**', 'test/sip-harness/**', ...UNIT_ISOLATED],
           maxWorkers: WORKERS,
+          isolate: false,
           sequence: { groupOrder: 0 },
         },
       },
       {
         extends: true,
-        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, isolate: false, sequence: { groupOrder: 1 } },
+        // a group of its own: vitest ends a shared worker as soon as the next file in its queue is
+        // an isolated one, so mixing the two in one group would start a process per file again
+        test: { name: 'unit-isolated', include: UNIT_ISOLATED, maxWorkers: WORKERS, sequence: { groupOrder: 1 } },
+      },
+      {
+        extends: true,
+        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, isolate: false, sequence: { groupOrder: 2 } },
       },
       {
         extends: true,
@@ -92,7 +112,7 @@ export default defineConfig({
           exclude: CALLS_PARALLEL,
           fileParallelism: false,
           isolate: false,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
         },
       },
     ],
