@@ -61,6 +61,19 @@ const UNIT_ISOLATED = [
   // reads the time the process's one Silero session took to load: loaded by a fast call before it,
   // that was on a fake clock (0 ms)
   'test/calls-unit/vad.test.ts',
+  // count the process's sockets, timers or immediates before and after a case ("nothing left
+  // behind"): in a shared worker, what an earlier file still has winding down counts too
+  'test/providers/anthropic-llm.test.ts',
+  'test/providers/cartesia-tts.test.ts',
+  'test/providers/deepgram-tts.test.ts',
+  'test/providers/deepgram.test.ts',
+  'test/providers/elevenlabs.test.ts',
+  'test/providers/google-llm.test.ts',
+  'test/providers/openai-llm.test.ts',
+  'test/providers/openai-tts.test.ts',
+  'test/providers/sandbox-realtime.test.ts',
+  'test/providers/sandbox-stt.test.ts',
+  'test/providers/sandbox-tts.test.ts',
 ];
 
 /** vitest's default is one worker fewer than the cores: one on a 2-core machine, which made the unit project run a file at a time. */
