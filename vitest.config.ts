@@ -80,14 +80,17 @@ const UNIT_ISOLATED = [
 const WORKERS = Math.max(2, availableParallelism() - 1);
 
 /**
- * Three projects, run in this order (`sequence.groupOrder`): `unit` (engine, API, store,
- * providers, webhooks, the fast calls…) with files in parallel; `calls-parallel`, three files at
- * a time; `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
+ * Four projects, run in this order (`sequence.groupOrder`): `unit` (engine, API, store,
+ * providers, webhooks, the fast calls…) with files in parallel; `unit-isolated`, the few unit files
+ * listed in UNIT_ISOLATED above, a fresh process each; `calls-parallel`, three files at a time;
+ * `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
  * turn-taking is timed), one file at a time so that CPU-heavy suites next to them cannot skew
- * what they measure. The two `calls` projects run without isolation: a worker loads the modules
- * (src, PGlite's WebAssembly, the models) once and runs its files one after another, each file
- * starting its own servers, instead of a new process and its imports (~5 s) per file. `npm test`
- * runs `unit`, then `calls*` (docs/testing.md).
+ * what they measure. `unit` and the two `calls` projects run without isolation: a worker loads the
+ * modules (src, PGlite's WebAssembly, the models) once and runs its files one after another, each
+ * file starting its own servers, instead of a new process and its imports (~5 s) per file. A file
+ * goes to `unit-isolated` only when what it checks is the process itself, or it changes something
+ * process-wide that cannot be put back; a file that leaks (a client or a server left open, a timer
+ * left running) is fixed instead. `npm test` runs `unit*`, then `calls*` (docs/testing.md).
  */
 export default defineConfig({
   test: {
