@@ -47,18 +47,50 @@ const CALLS_PARALLEL = [
   'test/console/dashboard.test.ts',
 ];
 
+/**
+ * The unit files that cannot share a worker process with others (`unit-isolated`, a fresh process
+ * each): what they check is the process itself, or they change something process-wide that a file
+ * after them would see. Every other unit file runs in `unit`, without isolation.
+ */
+const UNIT_ISOLATED = [
+  // patches ioredis's Redis.prototype.connect and counts every client of the process while a runtime starts
+  'test/redis.test.ts',
+  // start OpenTelemetry's Node SDK: its global tracer provider can be registered once a process
+  'test/observability/tracing-json.test.ts',
+  'test/observability/tracing-proto.test.ts',
+  // reads the time the process's one Silero session took to load: loaded by a fast call before it,
+  // that was on a fake clock (0 ms)
+  'test/calls-unit/vad.test.ts',
+  // count the process's sockets, timers or immediates before and after a case ("nothing left
+  // behind"): in a shared worker, what an earlier file still has winding down counts too
+  'test/providers/anthropic-llm.test.ts',
+  'test/providers/cartesia-tts.test.ts',
+  'test/providers/deepgram-tts.test.ts',
+  'test/providers/deepgram.test.ts',
+  'test/providers/elevenlabs.test.ts',
+  'test/providers/google-llm.test.ts',
+  'test/providers/openai-llm.test.ts',
+  'test/providers/openai-tts.test.ts',
+  'test/providers/sandbox-realtime.test.ts',
+  'test/providers/sandbox-stt.test.ts',
+  'test/providers/sandbox-tts.test.ts',
+];
+
 /** vitest's default is one worker fewer than the cores: one on a 2-core machine, which made the unit project run a file at a time. */
 const WORKERS = Math.max(2, availableParallelism() - 1);
 
 /**
- * Three projects, run in this order (`sequence.groupOrder`): `unit` (engine, API, store,
- * providers, webhooks, the fast calls…) with files in parallel; `calls-parallel`, three files at
- * a time; `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
+ * Four projects, run in this order (`sequence.groupOrder`): `unit` (engine, API, store,
+ * providers, webhooks, the fast calls…) with files in parallel; `unit-isolated`, the few unit files
+ * listed in UNIT_ISOLATED above, a fresh process each; `calls-parallel`, three files at a time;
+ * `calls` (whole simulated phone calls, and the console in Chromium, in real time, where
  * turn-taking is timed), one file at a time so that CPU-heavy suites next to them cannot skew
- * what they measure. The two `calls` projects run without isolation: a worker loads the modules
- * (src, PGlite's WebAssembly, the models) once and runs its files one after another, each file
- * starting its own servers, instead of a new process and its imports (~5 s) per file. `npm test`
- * runs `unit`, then `calls*` (docs/testing.md).
+ * what they measure. `unit` and the two `calls` projects run without isolation: a worker loads the
+ * modules (src, PGlite's WebAssembly, the models) once and runs its files one after another, each
+ * file starting its own servers, instead of a new process and its imports (~5 s) per file. A file
+ * goes to `unit-isolated` only when what it checks is the process itself, or it changes something
+ * process-wide that cannot be put back; a file that leaks (a client or a server left open, a timer
+ * left running) is fixed instead. `npm test` runs `unit*`, then `calls*` (docs/testing.md).
  */
 export default defineConfig({
   test: {
@@ -73,14 +105,21 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/calls/**', 'test/console/**', 'test/sip-harness/**'],
+          exclude: ['test/calls/**', 'test/console/**', 'test/sip-harness/**', ...UNIT_ISOLATED],
           maxWorkers: WORKERS,
+          isolate: false,
           sequence: { groupOrder: 0 },
         },
       },
       {
         extends: true,
-        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, isolate: false, sequence: { groupOrder: 1 } },
+        // a group of its own: vitest ends a shared worker as soon as the next file in its queue is
+        // an isolated one, so mixing the two in one group would start a process per file again
+        test: { name: 'unit-isolated', include: UNIT_ISOLATED, maxWorkers: WORKERS, sequence: { groupOrder: 1 } },
+      },
+      {
+        extends: true,
+        test: { name: 'calls-parallel', include: CALLS_PARALLEL, maxWorkers: 3, isolate: false, sequence: { groupOrder: 2 } },
       },
       {
         extends: true,
@@ -92,7 +131,7 @@ export default defineConfig({
           exclude: CALLS_PARALLEL,
           fileParallelism: false,
           isolate: false,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -134,8 +134,10 @@ describe('Outbox', () => {
     db.state.down = true;
     await first.submit('row', 'c3', 'p');
     await first.submit('row', 'c3', 'q');
-    // a crash: no close, the alive key expires
+    // a crash: no close, the alive key expires; its connection goes with the process (left open,
+    // it would retry the private Redis after this file stops it, in whatever runs next in this worker)
     (first as unknown as { timer: NodeJS.Timeout }).timer && clearInterval((first as unknown as { timer: NodeJS.Timeout }).timer);
+    (first as unknown as { redis: { disconnect(): void } }).redis.disconnect();
     open.splice(open.indexOf(first), 1);
     const { Redis } = await import('ioredis');
     const r = new Redis(redis.url);
